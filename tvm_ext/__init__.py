@@ -1,0 +1,58 @@
+"""tvm-ext: a scheduling plugin for Apache TVM 0.27.
+
+The base layer (:mod:`tvm_ext.errors`, :mod:`tvm_ext.target`,
+:mod:`tvm_ext.kernel_cache`, :mod:`tvm_ext.workloads`) is imported by every
+package of the plugin.  Heavier parts (hardware models, ``compile``, tuning)
+load lazily on first attribute access, so ``import tvm_ext`` stays cheap and
+``schedules``/``tensorize`` can use the base layer without import cycles.
+
+>>> import tvm_ext
+>>> tvm_ext.load_matrix("LFAT5").shape
+(14, 14)
+"""
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+from tvm_ext import errors
+from tvm_ext.errors import (
+    ConfigError,
+    ConvergenceError,
+    InputError,
+    MappingError,
+    MatrixFormatError,
+    ScheduleError,
+    ShapeError,
+    TuningError,
+    TvmExtError,
+)
+from tvm_ext.target import configure_threads, default_target, num_threads, resolve_target
+from tvm_ext.workloads import list_matrices, load_matrix, matrix_stats, read_matrix_market
+
+__version__ = "0.1.0"
+
+# name -> module that defines it; loaded on first access (PEP 562).
+_LAZY: dict[str, str] = {
+    "workloads": "tvm_ext.workloads",
+    "kernel_cache": "tvm_ext.kernel_cache",
+}
+
+__all__ = [
+    "errors",
+    "TvmExtError", "InputError", "MatrixFormatError", "ShapeError", "MappingError",
+    "ConfigError", "ScheduleError", "TuningError", "ConvergenceError",
+    "configure_threads", "default_target", "num_threads", "resolve_target",
+    "list_matrices", "load_matrix", "matrix_stats", "read_matrix_market",
+    *_LAZY,
+]
+
+
+def __getattr__(name: str) -> Any:
+    target = _LAZY.get(name)
+    if target is None:
+        raise AttributeError(f"module 'tvm_ext' has no attribute {name!r}")
+    module = importlib.import_module(target)
+    value = module if target.endswith(name) else getattr(module, name)
+    globals()[name] = value
+    return value

@@ -1,0 +1,62 @@
+"""One error hierarchy for the whole plugin.
+
+Every error a user can cause derives from :class:`TvmExtError`; the CLI turns it
+into a single line.  The subclasses say *which* kind of thing was wrong, so
+callers can catch narrowly::
+
+    >>> from tvm_ext.errors import InputError
+    >>> try:
+    ...     raise InputError("matrix 'A': NaN in data")
+    ... except TvmExtError as e:
+    ...     print(e)
+    matrix 'A': NaN in data
+"""
+from __future__ import annotations
+
+__all__ = [
+    "TvmExtError",
+    "InputError",
+    "MatrixFormatError",
+    "ShapeError",
+    "MappingError",
+    "ConfigError",
+    "ScheduleError",
+    "TuningError",
+    "ConvergenceError",
+]
+
+
+class TvmExtError(Exception):
+    """Base class of every error the plugin raises on purpose."""
+
+
+class InputError(TvmExtError, ValueError):
+    """User data is unusable: NaN, bad dtype, index overflow, wrong shape..."""
+
+
+class MatrixFormatError(InputError):
+    """A matrix file could not be read (malformed, truncated, unsupported)."""
+
+
+class ShapeError(InputError):
+    """Operand shapes do not agree, or a square matrix was required."""
+
+
+class MappingError(TvmExtError):
+    """No instruction mapping exists (carries the mapper's reasons)."""
+
+
+class ConfigError(TvmExtError, ValueError):
+    """A hardware or tuning configuration is invalid."""
+
+
+class ScheduleError(TvmExtError):
+    """A schedule or transformation was illegal (e.g. non-injective compaction)."""
+
+
+class TuningError(TvmExtError):
+    """A tuning session could not run (unknown task, bad database, no tracker)."""
+
+
+class ConvergenceError(TvmExtError):
+    """An iterative solver did not converge and the caller asked for strictness."""
