@@ -1,0 +1,1 @@
+"""One module per ``tvm-ext`` subcommand; each defines ``register(subparsers, common)``."""

@@ -1,0 +1,50 @@
+"""``tvm-ext matrix stats NAME|FILE``: structure of a sparse matrix."""
+from __future__ import annotations
+
+from tvm_ext.cli.output import Output, table
+from tvm_ext.workloads import matrix_stats, resolve_matrix
+
+
+def register(subparsers, common) -> None:
+    p = subparsers.add_parser("matrix", parents=[common], help="inspect sparse matrices")
+    sub = p.add_subparsers(dest="matrix_command", metavar="ACTION")
+    sub.required = True
+    s = sub.add_parser("stats", parents=[common], help="shape, nnz, row lengths, bandwidth, diagonals, block fill")
+    s.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file")
+    s.set_defaults(func=run_stats)
+
+
+def run_stats(args) -> Output:
+    A = resolve_matrix(args.matrix)
+    st = matrix_stats(A)
+    st["matrix"] = args.matrix
+    return Output(st, render_stats(st))
+
+
+def render_stats(st: dict) -> str:
+    """Human-readable form of :func:`~tvm_ext.workloads.matrix_stats`."""
+    rl = st["row_length"]
+    lines = [
+        f"matrix      {st.get('matrix', '')}",
+        f"shape       {st['rows']:,} x {st['cols']:,}",
+        f"nnz         {st['nnz']:,}  (density {st['density']:.3g})",
+        f"row length  min {rl['min']}, max {rl['max']}, mean {rl['mean']:.2f}, std {rl['std']:.2f}, "
+        f"empty rows {rl['empty_rows']}",
+        f"bandwidth   {st['bandwidth']:,} (lower {st['lower_bandwidth']:,}, upper {st['upper_bandwidth']:,})",
+        f"diagonals   {st['diagonals']:,} occupied (DIA fill {st['dia_fill']:.3f}, ELL fill {st['ell_fill']:.3f})",
+        f"symmetric   {st['pattern_symmetric']} (pattern)",
+        "",
+        "row-length histogram:",
+    ]
+    edges, counts = rl["histogram"]["edges"], rl["histogram"]["counts"]
+    peak = max(counts) if counts else 1
+    for lo, hi, c in zip(edges[:-1], edges[1:], counts):
+        bar = "#" * max(0, round(40 * c / peak)) if peak else ""
+        lines.append(f"  [{lo:>6}, {hi:>6})  {c:>9,}  {bar}")
+    lines += ["", "R x C block fill ratio (nnz / stored block slots):"]
+    fill = st["block_fill"]
+    rs = sorted({int(k.split("x")[0]) for k in fill})
+    cs = sorted({int(k.split("x")[1]) for k in fill})
+    rows = [[f"R={r}"] + [round(fill[f"{r}x{c}"], 3) for c in cs] for r in rs]
+    lines.append(table(["", *[f"C={c}" for c in cs]], rows))
+    return "\n".join(lines)

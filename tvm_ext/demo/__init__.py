@@ -1,0 +1,49 @@
+"""``tvm-ext demo``: sections discovered from this package, run in name order.
+
+Each section is a module ``dNN_<name>.py`` with a ``TITLE`` and a
+``run() -> (data: dict, lines: list[str])``.  A section only prints numbers it
+computed in this run, each next to its peer (scipy, numpy, torch or the paper).
+Later issues add sections by adding modules.
+
+>>> "workloads" in section_names()
+True
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import time
+from typing import Any, Iterable
+
+__all__ = ["section_names", "run_demo"]
+
+
+def _sections() -> list[tuple[str, Any]]:
+    found = []
+    for info in sorted(pkgutil.iter_modules(__path__), key=lambda m: m.name):
+        if info.name.startswith("d") and "_" in info.name:
+            found.append((info.name.split("_", 1)[1], f"{__name__}.{info.name}"))
+    return found
+
+
+def section_names() -> list[str]:
+    """Names of the demo sections, in the order they run."""
+    return [name for name, _ in _sections()]
+
+
+def run_demo(only: Iterable[str] | None = None) -> tuple[dict[str, Any], str]:
+    """Run the sections (all, or ``only``); returns per-section data and the text."""
+    wanted = set(only) if only else None
+    results: dict[str, Any] = {}
+    out: list[str] = []
+    for name, modname in _sections():
+        if wanted is not None and name not in wanted:
+            continue
+        module = importlib.import_module(modname)
+        t0 = time.perf_counter()
+        data, lines = module.run()
+        elapsed = time.perf_counter() - t0
+        data["seconds"] = round(elapsed, 3)
+        results[name] = data
+        out += [f"== {module.TITLE} ({elapsed:.1f} s) ==", *lines, ""]
+    return results, "\n".join(out)
