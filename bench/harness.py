@@ -1,0 +1,172 @@
+"""Shared benchmark harness: timing, machine record, JSON lines, markdown.
+
+* :func:`time_tvm` times a compiled TVM function with ``time_evaluator``.
+* :func:`time_python` times a Python peer with repeat + min/median.
+* :class:`BenchRun` collects rows, stamps each with the machine and thread
+  settings, writes JSON lines and prints a markdown table with ratios against
+  peers measured in the same run.
+
+>>> run = BenchRun("demo", out_dir=None)
+>>> t = time_python(lambda: sum(range(1000)), repeat=3)
+>>> run.add({"case": "sum", "ours_s": t.min, "peer_s": t.min * 2})
+>>> "ratio" in run.markdown(["case", "ours_s", "peer_s"], ratios={"ratio": ("peer_s", "ours_s")})
+True
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import statistics
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any, Callable, Iterable, Sequence
+
+from tvm_ext.cli.output import table
+from tvm_ext.platform_info import platform_info
+
+__all__ = ["Timing", "time_tvm", "time_python", "BenchRun", "geomean", "copy_bandwidth", "bench_args"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: best, median and every repeat."""
+
+    min: float
+    median: float
+    results: tuple[float, ...]
+
+
+def time_tvm(module, func_name: str, *args, number: int = 0, repeat: int = 5,
+             min_repeat_ms: int = 50, dev=None) -> Timing:
+    """Time ``module[func_name](*args)`` with TVM's ``time_evaluator``.
+
+    ``number=0`` lets ``min_repeat_ms`` choose the inner loop count.
+    """
+    import tvm
+
+    dev = dev or tvm.cpu(0)
+    res = module.time_evaluator(func_name, dev, number=max(number, 1), repeat=repeat,
+                                min_repeat_ms=min_repeat_ms)(*args)
+    runs = tuple(float(x) for x in res.results)
+    return Timing(min(runs), statistics.median(runs), runs)
+
+
+def time_python(fn: Callable[[], Any], *, repeat: int = 5, min_repeat_s: float = 0.05,
+                warmup: int = 1) -> Timing:
+    """Time a Python callable: each repeat runs it enough times to last
+    ``min_repeat_s``; returns per-call seconds (min and median over repeats)."""
+    for _ in range(warmup):
+        fn()
+    t0 = time.perf_counter()
+    fn()
+    once = max(time.perf_counter() - t0, 1e-7)
+    number = max(1, int(math.ceil(min_repeat_s / once)))
+    runs = []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        for _ in range(number):
+            fn()
+        runs.append((time.perf_counter() - t0) / number)
+    return Timing(min(runs), statistics.median(runs), tuple(runs))
+
+
+def geomean(values: Iterable[float]) -> float:
+    """Geometric mean of positive values (nan when empty)."""
+    vals = [v for v in values if v and v > 0 and math.isfinite(v)]
+    return math.exp(sum(math.log(v) for v in vals) / len(vals)) if vals else float("nan")
+
+
+def copy_bandwidth(n_bytes: int = 256 << 20, repeat: int = 5) -> float:
+    """Measured memory copy bandwidth (bytes/s, read + write) with numpy.
+
+    The reference for 'effective bandwidth as a share of copy bandwidth'.
+    """
+    import numpy as np
+
+    src = np.ones(n_bytes // 8)
+    dst = np.empty_like(src)
+    t = time_python(lambda: np.copyto(dst, src), repeat=repeat, min_repeat_s=0.1)
+    return 2 * src.nbytes / t.min
+
+
+class BenchRun:
+    """Rows of one benchmark run, stamped with the machine record."""
+
+    def __init__(self, name: str, out_dir: str | os.PathLike | None = "bench/results"):
+        self.name = name
+        self.machine = platform_info()
+        self.rows: list[dict[str, Any]] = []
+        self.out_path = None
+        if out_dir is not None:
+            Path(out_dir).mkdir(parents=True, exist_ok=True)
+            stamp = time.strftime("%Y%m%d-%H%M%S")
+            self.out_path = Path(out_dir) / f"{name}-{stamp}.jsonl"
+
+    def add(self, row: dict[str, Any]) -> None:
+        """Record one row (also appended to the JSON-lines file)."""
+        row = dict(row)
+        self.rows.append(row)
+        if self.out_path is not None:
+            record = {"bench": self.name, **row, "machine": self.machine}
+            with open(self.out_path, "a") as fh:
+                fh.write(json.dumps(record, default=_json_default) + "\n")
+
+    def markdown(self, columns: Sequence[str], *,
+                 ratios: dict[str, tuple[str, str]] | None = None) -> str:
+        """Markdown table of ``columns`` plus ratio columns ``{name: (num, den)}``."""
+        ratios = ratios or {}
+        headers = list(columns) + list(ratios)
+        body = []
+        for row in self.rows:
+            vals = [row.get(c) for c in columns]
+            for num, den in ratios.values():
+                a, b = row.get(num), row.get(den)
+                vals.append(a / b if a and b else None)
+            body.append(vals)
+        return table(headers, body)
+
+    def header(self) -> str:
+        """One line naming the machine and thread settings of this run."""
+        m = self.machine
+        env = ", ".join(f"{k}={v}" for k, v in m["thread_env"].items() if v is not None)
+        return f"{self.name}: {m['cpu_model']} ({m['cores']} cores), mcpu={m['mcpu']}, {env}"
+
+
+def _json_default(obj):
+    try:
+        return asdict(obj)
+    except TypeError:
+        import numpy as np
+
+        if isinstance(obj, np.generic):
+            return obj.item()
+        return str(obj)
+
+
+def bench_args(description: str, **extra: Any) -> argparse.Namespace:
+    """Common CLI of bench scripts: ``--quick``, ``--out DIR``, ``--threads``."""
+    p = argparse.ArgumentParser(description=description)
+    p.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
+    p.add_argument("--out", default="bench/results", help="directory for JSON-lines results")
+    p.add_argument("--threads", type=int, default=2,
+                   help="TVM_NUM_THREADS and peers' OMP/MKL threads (default 2)")
+    for name, kwargs in extra.items():
+        p.add_argument(f"--{name.replace('_', '-')}", **kwargs)
+    args = p.parse_args()
+    set_threads(args.threads)
+    return args
+
+
+def set_threads(n: int) -> None:
+    """Set the thread count for TVM and for the peers, before either starts."""
+    for key in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        os.environ[key] = str(n)
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+    except ImportError:
+        pass
