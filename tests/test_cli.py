@@ -1,0 +1,99 @@
+"""The tvm-ext CLI: --json on every subcommand, one-line errors, exit codes."""
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tvm_ext.cli.main import build_parser, main
+
+
+def run_cli(capsys, *argv):
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_matrix_stats_nasa4704_json(capsys):
+    code, out, _ = run_cli(capsys, "matrix", "stats", "nasa4704", "--json")
+    assert code == 0
+    data = json.loads(out)
+    assert (data["rows"], data["cols"], data["nnz"]) == (4704, 4704, 104_756)
+    assert "3x3" in data["block_fill"] and data["diagonals"] > 0
+
+
+def test_matrix_stats_text_mentions_expanded_nnz(capsys):
+    code, out, _ = run_cli(capsys, "matrix", "stats", "nasa4704")
+    assert code == 0 and "104,756" in out and "R x C block fill" in out
+
+
+def test_matrix_stats_reads_a_file(capsys, mtx_file):
+    p = mtx_file("%%MatrixMarket matrix coordinate real general\n2 3 2\n1 1 1.0\n2 3 2.0\n")
+    code, out, _ = run_cli(capsys, "matrix", "stats", str(p), "--json")
+    assert code == 0 and json.loads(out)["cols"] == 3
+
+
+def test_info_json(capsys):
+    code, out, _ = run_cli(capsys, "info", "--json")
+    data = json.loads(out)
+    assert code == 0 and data["tvm_version"].startswith("0.27")
+    assert data["mcpu"] != "generic" and data["tvm_num_threads"] >= 1
+
+
+def test_errors_are_one_line_without_traceback(capsys, mtx_file):
+    p = mtx_file("", name="empty.mtx")
+    code, out, err = run_cli(capsys, "matrix", "stats", str(p))
+    assert code == 2
+    assert err.count("\n") == 1 and "empty.mtx" in err and "Traceback" not in err
+
+
+def test_errors_with_json_print_one_object(capsys):
+    code, out, _ = run_cli(capsys, "matrix", "stats", "not-a-matrix", "--json")
+    assert code == 2
+    assert "error" in json.loads(out)
+
+
+def test_debug_shows_traceback(capsys, mtx_file):
+    p = mtx_file("", name="empty.mtx")
+    code, _, err = run_cli(capsys, "matrix", "stats", str(p), "--debug")
+    assert code == 2 and "Traceback" in err
+
+
+def test_every_subcommand_accepts_json():
+    parser = build_parser()
+    sub = next(a for a in parser._actions if a.dest == "command")
+
+    def leaves(p):
+        nested = [a for a in p._actions if getattr(a, "choices", None) and isinstance(a.choices, dict)]
+        if not nested:
+            yield p
+        for a in nested:
+            for child in a.choices.values():
+                yield from leaves(child)
+
+    for name, p in sub.choices.items():
+        for leaf in leaves(p):
+            assert any("--json" in a.option_strings for a in leaf._actions), leaf.prog
+
+
+def test_demo_json_runs_the_workload_section(capsys):
+    code, out, _ = run_cli(capsys, "demo", "--only", "workloads", "--json")
+    data = json.loads(out)
+    assert code == 0
+    assert data["sections"]["workloads"]["nasa4704"]["nnz"] == 104_756
+
+
+def test_console_script_entry_point():
+    proc = subprocess.run([sys.executable, "-m", "tvm_ext.cli.main", "matrix", "stats", "LFAT5", "--json"],
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["nnz"] == 46
+
+
+@pytest.mark.parametrize("argv", [[], ["matrix"], ["nope"]])
+def test_usage_errors_exit_nonzero(argv):
+    with pytest.raises(SystemExit) as info:
+        main(argv)
+    assert info.value.code != 0

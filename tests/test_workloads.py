@@ -1,0 +1,237 @@
+"""Bundled matrices, generators, validation, statistics and the seeds' tables."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from tvm_ext.errors import InputError, ShapeError
+from tvm_ext.workloads import (
+    DEEPBENCH_GEMM, DEEPBENCH_GRU, GOGETA_TABLE2, GOGETA_TABLE4, MOBILENET_V1_SEPARABLE,
+    RESNET50_CONV, SEXTANS_N_SWEEP, banded, block_fem, block_fill, canonical_csr,
+    check_dense_operand, lap2d, lap3d, list_matrices, load_matrix, make_spd, matrix_stats,
+    resolve_matrix, rmat, uniform_random,
+)
+
+
+def _is_canonical(A) -> bool:
+    return (isinstance(A, sp.csr_array) and A.has_sorted_indices
+            and A.indices.dtype == np.int32 and A.indptr.dtype == np.int32
+            and A.nnz == sp.coo_array(A).tocsr().nnz)
+
+
+# --- bundled -----------------------------------------------------------------
+
+def test_list_matrices_names_the_bundled_files():
+    assert set(list_matrices()) == {"nasa4704", "cora", "LFAT5"}
+
+
+def test_nasa4704_expands_to_gogeta_table2_nnz():
+    A = load_matrix("nasa4704")
+    assert A.shape == (4704, 4704)
+    assert A.nnz == GOGETA_TABLE2["nasa4704"].nnz == 104_756
+    assert (A != A.T).nnz == 0 and _is_canonical(A)
+
+
+def test_cora_and_lfat5_load_symmetric():
+    for name, n in (("cora", 2708), ("LFAT5", 14)):
+        A = load_matrix(name, dtype="float32")
+        assert A.shape == (n, n) and A.dtype == np.float32
+        assert abs(A - A.T).max() == 0
+
+
+def test_lfat5_is_spd():
+    assert np.linalg.eigvalsh(load_matrix("LFAT5").toarray()).min() > 0
+
+
+def test_unknown_name_is_a_clear_error():
+    with pytest.raises(InputError, match="nasa4704"):
+        load_matrix("nasa9999")
+    with pytest.raises(InputError, match="neither a bundled matrix"):
+        resolve_matrix("no/such/file.mtx")
+
+
+# --- generators ----------------------------------------------------------------
+
+def test_lap2d_1000_has_ecology1_size():
+    A = lap2d(1000)
+    assert A.shape == (1_000_000, 1_000_000) and A.nnz == GOGETA_TABLE2["ecology1"].nnz
+
+
+@pytest.mark.parametrize("make, diag, nnz", [
+    (lambda: lap2d(5, 5), 4, 5 * 25 - 4 * 5),
+    (lambda: lap2d(5, 9), 8, 9 * 25 - 2 * 3 * 5 * 2 + 4 - 0),
+    (lambda: lap3d(4, 7), 6, 7 * 64 - 6 * 16),
+    (lambda: lap3d(4, 27), 26, 10 ** 3),
+])
+def test_stencils_match_their_dense_definition(make, diag, nnz):
+    A = make()
+    D = A.toarray()
+    assert np.all(np.diag(D) == diag)
+    off = D - np.diag(np.diag(D))
+    assert set(np.unique(off)) <= {-1.0, 0.0}
+    assert A.nnz == nnz
+    assert np.linalg.eigvalsh(D).min() > 0  # SPD M-matrix
+    assert _is_canonical(A)
+
+
+def test_27_point_neighbours_are_the_full_cube():
+    n = 3
+    A = lap3d(n, 27)
+    centre = 1 * 9 + 1 * 3 + 1
+    assert A.indptr[centre + 1] - A.indptr[centre] == 27
+
+
+def test_generators_are_deterministic_and_seeded():
+    for make in (lambda s: banded(40, 2, 3, seed=s), lambda s: block_fem(20, 2, 3, seed=s),
+                 lambda s: rmat(8, seed=s), lambda s: uniform_random(30, 20, 0.1, seed=s)):
+        a, b, c = make(1), make(1), make(2)
+        assert (a != b).nnz == 0
+        assert (a != c).nnz > 0
+
+
+def test_banded_structure():
+    A = banded(30, 2, 1)
+    rows, cols = A.nonzero()
+    assert (cols - rows).min() == -2 and (cols - rows).max() == 1
+
+
+def test_block_fem_blocks_are_dense():
+    A = block_fem(50, 3, 2, blocks_per_row=5)
+    assert A.shape == (150, 100)
+    assert block_fill(A)["3x2"] == pytest.approx(1.0)
+    assert np.all(np.diff(A.indptr).reshape(50, 3).std(axis=1) == 0)
+
+
+def test_rmat_is_power_law_like():
+    A = rmat(12, 8)
+    assert A.shape == (4096, 4096)
+    deg = np.diff(A.indptr)
+    assert deg.max() > 20 * deg.mean()  # heavy tail
+    assert set(np.unique(A.data)) == {1.0}
+
+
+@pytest.mark.parametrize("make", [
+    lambda: banded(40, 3, 3, spd=True), lambda: block_fem(15, 3, 3, spd=True),
+    lambda: uniform_random(40, 40, 0.1, spd=True), lambda: make_spd(rmat(6)),
+])
+def test_spd_option_gives_spd(make):
+    D = make().toarray()
+    np.testing.assert_allclose(D, D.T)
+    assert np.linalg.eigvalsh(D).min() > 0
+
+
+def test_generator_bad_arguments():
+    with pytest.raises(InputError):
+        lap2d(4, points=7)
+    with pytest.raises(InputError):
+        lap2d(0)
+    with pytest.raises(InputError):
+        banded(10, 2, 1, spd=True)
+    with pytest.raises(InputError):
+        block_fem(5, 2, 3, spd=True)
+    with pytest.raises(InputError):
+        uniform_random(4, 4, 1.5)
+    with pytest.raises(ShapeError, match="square"):
+        make_spd(sp.random_array((4, 5), density=0.5, rng=0))
+
+
+# --- validation -------------------------------------------------------------------
+
+def test_canonical_csr_sorts_sums_and_casts():
+    A = sp.coo_array(([1.0, 2.0, 3.0], ([1, 0, 1], [0, 1, 0])), shape=(2, 3),
+                     dtype=np.float64)
+    A.coords = tuple(c.astype(np.int64) for c in A.coords)
+    C = canonical_csr(A, dtype="float32")
+    assert _is_canonical(C) and C.dtype == np.float32
+    np.testing.assert_array_equal(C.toarray(), [[0, 2, 0], [4, 0, 0]])
+
+
+def test_canonical_csr_rejects_bad_input():
+    with pytest.raises(InputError, match="non-finite"):
+        canonical_csr(sp.csr_array(np.array([[np.nan, 1.0]])))
+    with pytest.raises(ShapeError, match="square"):
+        canonical_csr(sp.csr_array(np.ones((2, 3))), square=True)
+    with pytest.raises(InputError, match="complex"):
+        canonical_csr(sp.csr_array(np.array([[1j]])))
+    with pytest.raises(InputError, match="expected a scipy sparse"):
+        canonical_csr([[1, 2]])
+    with pytest.raises(InputError, match="floating point"):
+        canonical_csr(sp.csr_array(np.eye(2)), dtype="int32")
+
+
+def test_canonical_csr_rejects_int32_overflow():
+    big = sp.csr_array((2**31, 1), dtype=np.float64)
+    with pytest.raises(InputError, match="overflows the int32"):
+        canonical_csr(big)
+
+
+def test_canonical_csr_leaves_input_alone():
+    A = sp.csr_array(np.array([[0.0, 1.0], [2.0, 0.0]]))
+    canonical_csr(A, dtype="float32")
+    assert A.dtype == np.float64
+
+
+def test_empty_matrix_is_valid():
+    A = canonical_csr(sp.csr_array((0, 0)))
+    assert A.shape == (0, 0) and A.nnz == 0
+
+
+def test_check_dense_operand():
+    B = check_dense_operand(np.arange(3), 3, dtype="float32")
+    assert B.shape == (3, 1) and B.dtype == np.float32
+    with pytest.raises(ShapeError, match="has 2 rows"):
+        check_dense_operand(np.ones((2, 4)), 3, dtype="float32")
+    with pytest.raises(InputError, match="NaN"):
+        check_dense_operand(np.array([1.0, np.nan]), 2, dtype="float64")
+
+
+# --- statistics ----------------------------------------------------------------------
+
+def test_stats_of_5_point_laplacian():
+    st = matrix_stats(lap2d(6))
+    assert (st["rows"], st["cols"], st["nnz"]) == (36, 36, 5 * 36 - 4 * 6)
+    assert st["diagonals"] == 5 and st["bandwidth"] == 6
+    assert st["row_length"]["min"] == 3 and st["row_length"]["max"] == 5
+    assert sum(st["row_length"]["histogram"]["counts"]) == 36
+    assert st["pattern_symmetric"]
+
+
+def test_block_fill_matches_brute_force():
+    A = uniform_random(23, 17, 0.2, seed=3)
+    fill = block_fill(A, 4, 4)
+    rows, cols = A.nonzero()
+    for r in range(1, 5):
+        for c in range(1, 5):
+            blocks = len(set(zip(rows // r, cols // c)))
+            assert fill[f"{r}x{c}"] == pytest.approx(A.nnz / (blocks * r * c))
+
+
+def test_stats_of_empty_and_non_square():
+    st = matrix_stats(sp.csr_array((3, 5)))
+    assert st["nnz"] == 0 and st["row_length"]["empty_rows"] == 3
+    assert st["diagonals"] == 0 and not st["pattern_symmetric"]
+
+
+# --- tables ----------------------------------------------------------------------------
+
+def test_gogeta_tables():
+    assert set(GOGETA_TABLE2) == {"aft02", "ecology1", "Barth5", "nasa4704", "cora", "protein"}
+    assert GOGETA_TABLE2["cora"].N == 1433 and GOGETA_TABLE2["protein"].O == 2
+    assert GOGETA_TABLE4.clusters * GOGETA_TABLE4.pes_per_cluster == 16 * 1024
+    assert GOGETA_TABLE4.sram_sweep_mb == (1, 4, 16) and GOGETA_TABLE4.n_sweep == (1, 8, 16)
+
+
+def test_sextans_sweep_is_powers_of_two():
+    assert SEXTANS_N_SWEEP == tuple(2 ** k for k in range(3, 10))
+
+
+def test_dnn_shape_tables_are_consistent():
+    assert len(DEEPBENCH_GEMM) >= 8 and all(g.flops > 0 for g in DEEPBENCH_GEMM)
+    assert all(g.steps == 128 for g in DEEPBENCH_GRU)
+    # ResNet-50 spatial sizes chain 56 -> 28 -> 14 -> 7 through the strided layers
+    assert {l.out_hw for l in RESNET50_CONV if l.stride == 2 and l.kernel == 3} == {28, 14, 7}
+    assert len(MOBILENET_V1_SEPARABLE) == 13
+    for dw, pw in MOBILENET_V1_SEPARABLE:
+        assert dw.groups == dw.c_in == dw.c_out == pw.c_in and pw.hw == dw.out_hw
+    assert MOBILENET_V1_SEPARABLE[-1][1].c_out == 1024
