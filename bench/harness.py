@@ -1,7 +1,8 @@
 """Shared benchmark harness: timing, machine record, JSON lines, markdown.
 
-* :func:`time_tvm` times a compiled TVM function with ``time_evaluator``.
-* :func:`time_python` times a Python peer with repeat + min/median.
+* :func:`time_tvm` / :func:`time_python` (from :mod:`tvm_ext.timing`) time a
+  compiled TVM function with ``time_evaluator`` and a Python peer with
+  repeat + min/median.
 * :class:`BenchRun` collects rows, stamps each with the machine and thread
   settings, writes JSON lines and prints a markdown table with ratios against
   peers measured in the same run.
@@ -18,59 +19,16 @@ import argparse
 import json
 import math
 import os
-import statistics
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Iterable, Sequence
 
 from tvm_ext.cli.output import table
 from tvm_ext.platform_info import platform_info
+from tvm_ext.timing import Timing, time_python, time_tvm
 
 __all__ = ["Timing", "time_tvm", "time_python", "BenchRun", "geomean", "copy_bandwidth", "bench_args"]
-
-
-@dataclass(frozen=True)
-class Timing:
-    """Seconds per call: best, median and every repeat."""
-
-    min: float
-    median: float
-    results: tuple[float, ...]
-
-
-def time_tvm(module, func_name: str, *args, number: int = 0, repeat: int = 5,
-             min_repeat_ms: int = 50, dev=None) -> Timing:
-    """Time ``module[func_name](*args)`` with TVM's ``time_evaluator``.
-
-    ``number=0`` lets ``min_repeat_ms`` choose the inner loop count.
-    """
-    import tvm
-
-    dev = dev or tvm.cpu(0)
-    res = module.time_evaluator(func_name, dev, number=max(number, 1), repeat=repeat,
-                                min_repeat_ms=min_repeat_ms)(*args)
-    runs = tuple(float(x) for x in res.results)
-    return Timing(min(runs), statistics.median(runs), runs)
-
-
-def time_python(fn: Callable[[], Any], *, repeat: int = 5, min_repeat_s: float = 0.05,
-                warmup: int = 1) -> Timing:
-    """Time a Python callable: each repeat runs it enough times to last
-    ``min_repeat_s``; returns per-call seconds (min and median over repeats)."""
-    for _ in range(warmup):
-        fn()
-    t0 = time.perf_counter()
-    fn()
-    once = max(time.perf_counter() - t0, 1e-7)
-    number = max(1, int(math.ceil(min_repeat_s / once)))
-    runs = []
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        for _ in range(number):
-            fn()
-        runs.append((time.perf_counter() - t0) / number)
-    return Timing(min(runs), statistics.median(runs), tuple(runs))
 
 
 def geomean(values: Iterable[float]) -> float:
