@@ -1,0 +1,292 @@
+"""Format inspectors: exact round trips, layout details and bad input."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedules.sparse.formats import FORMATS
+from schedules.sparse.inspectors import (
+    INSPECTORS, RECIPES, choose_hyb_width, to_bcsr, to_coo, to_csb, to_csr, to_dia, to_ell, to_hyb,
+    to_sell,
+)
+from tvm_ext.errors import ConfigError, InputError, ShapeError
+from tvm_ext.workloads import block_fem, canonical_csr, lap2d, lap3d, load_matrix, make_spd
+
+
+def random_csr(m: int, n: int, density: float, seed: int) -> sp.csr_array:
+    rng = np.random.default_rng(seed)
+    mask = rng.random((m, n)) < density
+    vals = rng.uniform(0.5, 2.0, (m, n)) * rng.choice([-1.0, 1.0], (m, n))
+    return sp.csr_array(np.where(mask, vals, 0.0))
+
+
+def assert_same(A, F) -> None:
+    """``F.to_scipy()`` equals ``A`` exactly: pattern and values."""
+    want = canonical_csr(A)
+    want.eliminate_zeros()
+    got = F.to_scipy()
+    assert got.shape == want.shape
+    np.testing.assert_array_equal(got.indptr, want.indptr)
+    np.testing.assert_array_equal(got.indices, want.indices)
+    np.testing.assert_array_equal(got.data, want.data)
+
+
+#: name -> inspector with parameters that fit any small matrix
+ALL = {
+    "csr": to_csr, "coo": to_coo,
+    "bcsr": lambda A: to_bcsr(A, 3, 2),
+    "ell_row": lambda A: to_ell(A), "ell_col": lambda A: to_ell(A, layout="col"),
+    "dia": lambda A: to_dia(A, max_fill=np.inf),
+    "csb": lambda A: to_csb(A, 4),
+    "hyb": to_hyb, "hyb_w1": lambda A: to_hyb(A, width=1),
+    "sell": lambda A: to_sell(A, C=3, sigma=5),
+}
+
+
+@settings(max_examples=30, deadline=None)
+@given(m=st.integers(1, 13), n=st.integers(1, 13), density=st.floats(0.0, 1.0), seed=st.integers(0, 2**16))
+def test_every_inspector_round_trips_random_matrices(m, n, density, seed):
+    A = random_csr(m, n, density, seed)
+    for make in ALL.values():
+        assert_same(A, make(A))
+
+
+@pytest.mark.parametrize("shape", [(0, 0), (1, 1), (3, 0), (0, 4), (6, 5)])
+def test_empty_matrices(shape):
+    A = sp.csr_array(shape)
+    for make in ALL.values():
+        F = make(A)
+        assert F.to_scipy().shape == shape and F.to_scipy().nnz == 0
+
+
+@pytest.mark.parametrize("name", ["LFAT5", "nasa4704"])
+def test_bundled_matrices_round_trip(name):
+    A = load_matrix(name)
+    for key, make in ALL.items():
+        F = to_csb(A, 256) if key == "csb" and A.shape[0] > 100 else make(A)
+        assert_same(A, F)
+
+
+@pytest.mark.parametrize("A", [lap2d(7), lap2d(6, points=9), lap3d(4, points=27), block_fem(5, 3, 2)],
+                         ids=["lap2d5", "lap2d9", "lap3d27", "block_fem3x2"])
+def test_stencils_round_trip(A):
+    for make in ALL.values():
+        assert_same(A, make(A))
+
+
+def test_big_stencil_runs_every_inspector():
+    """lap2d(300): 90k rows, 450k nnz -- vectorised inspectors, no per-row Python loops."""
+    A = lap2d(300)
+    for key, make in ALL.items():
+        F = to_csb(A, 1024) if key == "csb" else make(A)
+        assert_same(A, F)
+
+
+def test_registry_covers_every_format():
+    assert set(INSPECTORS) == set(FORMATS)
+    A = random_csr(9, 7, 0.3, 1)
+    for name, fn in INSPECTORS.items():
+        F = fn(A)
+        assert isinstance(F, FORMATS[name]) and F.name == name
+        assert_same(A, F)
+    assert set(RECIPES) <= set(FORMATS)
+
+
+# ----------------------------------------------------------------------------- layouts
+
+def test_csr_and_coo_match_scipy():
+    A = canonical_csr(random_csr(12, 9, 0.3, 3))
+    c = to_csr(A)
+    for got, want in ((c.indptr, A.indptr), (c.indices, A.indices), (c.data, A.data)):
+        np.testing.assert_array_equal(got, want)
+    assert c.indptr.dtype == c.indices.dtype == np.int32
+    o, ref = to_coo(A), A.tocoo()
+    np.testing.assert_array_equal(o.row, ref.row)
+    np.testing.assert_array_equal(o.col, ref.col)
+    np.testing.assert_array_equal(o.data, ref.data)
+
+
+@pytest.mark.parametrize("R,C", [(2, 2), (3, 1), (1, 4), (4, 3)])
+def test_bcsr_matches_scipy_tobsr(R, C):
+    A = canonical_csr(random_csr(12, 12, 0.2, R * 10 + C))
+    ours, ref = to_bcsr(A, R, C), A.tobsr(blocksize=(R, C))
+    ref.sort_indices()
+    np.testing.assert_array_equal(ours.indptr, ref.indptr)
+    np.testing.assert_array_equal(ours.bcol, ref.indices)
+    np.testing.assert_array_equal(ours.data, ref.data)
+    assert ours.data.shape[1:] == (R, C)
+
+
+def test_ell_col_major_is_transpose_and_pads_with_last_column():
+    A = sp.csr_array([[0.0, 1.0, 2.0, 0.0], [0.0, 0.0, 0.0, 0.0], [3.0, 0.0, 0.0, 0.0]])
+    row, col = to_ell(A), to_ell(A, layout="col")
+    assert row.col.shape == (3, 2) and col.col.shape == (2, 3)
+    np.testing.assert_array_equal(col.col, row.col.T)
+    np.testing.assert_array_equal(col.data, row.data.T)
+    assert row.col.tolist() == [[1, 2], [0, 0], [0, 0]]
+    assert row.data.tolist() == [[1.0, 2.0], [0.0, 0.0], [3.0, 0.0]]
+    wide = to_ell(A, width=5)
+    assert wide.width == 5 and wide.col[0].tolist() == [1, 2, 2, 2, 2]
+
+
+def test_dia_offsets_sorted_and_layout():
+    A = canonical_csr(random_csr(7, 10, 0.3, 8))
+    d = to_dia(A, max_fill=np.inf)
+    assert np.all(np.diff(d.offsets) > 0) and d.offsets.dtype == np.int32
+    ref = A.todia()
+    assert sorted(ref.offsets.tolist()) == d.offsets.tolist()
+    dense = A.toarray()
+    for k, off in enumerate(d.offsets):
+        for i in range(7):
+            assert d.data[k, i] == (dense[i, i + off] if 0 <= i + off < 10 else 0.0)
+
+
+def test_dia_refuses_too_many_diagonals():
+    A = random_csr(200, 200, 0.01, 0)
+    with pytest.raises(InputError, match="max_fill"):
+        to_dia(A)
+    with pytest.raises(InputError, match="max_diagonals"):
+        to_dia(lap2d(5), max_diagonals=3)
+    assert to_dia(lap2d(5), max_diagonals=5).offsets.tolist() == [-5, -1, 0, 1, 5]
+
+
+def test_csb_layout_and_16_bit_offsets():
+    A = canonical_csr(random_csr(10, 13, 0.3, 6))
+    beta = 4
+    c = to_csb(A, beta)
+    assert c.row_off.dtype == np.uint16 and c.col_off.dtype == np.uint16
+    assert c.blk_ptr.size == 3 * 4 + 1 and c.blk_ptr.dtype == np.int32
+    assert int(c.row_off.max()) < beta and int(c.col_off.max()) < beta
+    rows = np.repeat(np.arange(10), np.diff(A.indptr))
+    counts = np.zeros((3, 4), dtype=int)
+    np.add.at(counts, (rows // beta, A.indices // beta), 1)
+    np.testing.assert_array_equal(np.diff(c.blk_ptr), counts.ravel())
+    big = to_csb(sp.csr_array(np.eye(3)), 65536)
+    assert big.beta == 65536 and big.blk_ptr.tolist() == [0, 3]
+    with pytest.raises(ConfigError, match="beta"):
+        to_csb(A, 65537)
+    with pytest.raises(ConfigError, match="beta"):
+        to_csb(A, 0)
+
+
+def test_csb_symmetric_half_stores_lower_triangle():
+    A = make_spd(random_csr(11, 11, 0.3, 12))
+    c = to_csb(A, 4, symmetric_half=True)
+    assert c.symmetric_half
+    blk = np.repeat(np.arange(9), np.diff(c.blk_ptr))
+    rows = (blk // 3) * 4 + c.row_off
+    cols = (blk % 3) * 4 + c.col_off
+    assert np.all(rows >= cols)
+    low = sp.tril(canonical_csr(A))
+    low.eliminate_zeros()
+    assert c.data.size == low.nnz
+    assert_same(A, c)
+
+
+def test_sell_sorting_windows_and_slices():
+    A = canonical_csr(random_csr(23, 9, 0.3, 13))
+    C, sigma = 4, 8
+    s = to_sell(A, C=C, sigma=sigma)
+    m = 23
+    lens = np.diff(A.indptr)
+    assert s.perm.size == s.n_slices * C == 24 and s.perm[m:].tolist() == [m]
+    for w in range(0, m, sigma):
+        window = s.perm[w:min(w + sigma, m)]
+        assert sorted(window.tolist()) == list(range(w, min(w + sigma, m)))
+        assert np.all(np.diff(lens[window]) <= 0)
+    for k in range(s.n_slices):
+        rows = s.perm[k * C:(k + 1) * C]
+        real = rows[rows < m]
+        assert s.slice_width[k] == (lens[real].max() if real.size else 0)
+    np.testing.assert_array_equal(np.diff(s.slice_ptr), s.slice_width * C)
+    assert s.col.size == s.slice_ptr[-1] and s.col.min() >= 0 and s.col.max() < 9
+    assert_same(A, s)
+
+
+def test_hyb_partition_covers_every_nonzero_once():
+    A = canonical_csr(random_csr(30, 20, 0.25, 21))
+    W = 3
+    h = to_hyb(A, width=W)
+    assert h.ell.layout == "col" and h.ell.col.shape == (W, 30)
+    lens = np.diff(A.indptr)
+    in_ell = int(np.count_nonzero(h.ell.data))
+    assert in_ell == np.minimum(lens, W).sum() and h.coo.nnz == np.maximum(lens - W, 0).sum()
+    assert in_ell + h.coo.nnz == A.nnz
+    rows, slots = np.nonzero(h.ell.data.T)
+    ell_pairs = set(zip(rows.tolist(), h.ell.col.T[rows, slots].tolist()))
+    coo_pairs = set(zip(h.coo.row.tolist(), h.coo.col.tolist()))
+    assert not ell_pairs & coo_pairs and len(coo_pairs) == h.coo.nnz
+    order = np.lexsort((h.coo.col, h.coo.row))
+    np.testing.assert_array_equal(order, np.arange(h.coo.nnz))
+    assert_same(A, h)
+
+
+@settings(max_examples=25, deadline=None)
+@given(lens=st.lists(st.integers(0, 12), min_size=1, max_size=30))
+def test_choose_hyb_width_minimises_the_byte_cost(lens):
+    m, n = len(lens), 12
+    rows = np.repeat(np.arange(m), lens)
+    cols = np.concatenate([np.arange(k) for k in lens]).astype(int)
+    A = sp.csr_array((np.ones(rows.size), (rows, cols)), shape=(m, n))
+    w = choose_hyb_width(A)
+
+    def cost(W):
+        return W * m * 12 + sum(max(k - W, 0) for k in lens) * 16
+
+    best = min(range(1, max(max(lens), 1) + 1), key=lambda W: (cost(W), W))
+    assert w == best
+    assert choose_hyb_width(A, max_width=2) <= 2
+    assert choose_hyb_width(A, ell_slot_bytes=1, coo_entry_bytes=10**6) == max(max(lens), 1)
+
+
+# ----------------------------------------------------------------------------- bad input
+
+@pytest.mark.parametrize("key", list(ALL))
+def test_nan_values_are_rejected(key):
+    A = sp.csr_array(np.array([[1.0, np.nan], [0.0, 2.0]]))
+    with pytest.raises(InputError, match="non-finite"):
+        ALL[key](A)
+
+
+def test_symmetric_half_needs_square_and_symmetric():
+    with pytest.raises(ShapeError):
+        to_csb(random_csr(4, 5, 0.5, 0), 2, symmetric_half=True)
+    with pytest.raises(InputError, match=r"symmetric.*A\[0, 1\] = 2.0 and A\[1, 0\] = 0"):
+        to_csb(sp.csr_array([[1.0, 2.0], [0.0, 1.0]]), 2, symmetric_half=True)
+
+
+def test_int64_indices_and_unsorted_duplicates_are_canonicalised():
+    indptr = np.array([0, 3, 4], dtype=np.int64)
+    indices = np.array([2, 0, 2, 1], dtype=np.int64)          # unsorted, (0, 2) twice
+    A = sp.csr_array((np.array([1.0, 2.0, 3.0, 4.0]), indices, indptr), shape=(2, 3))
+    want = sp.csr_array([[2.0, 0.0, 4.0], [0.0, 4.0, 0.0]])
+    for make in ALL.values():
+        F = make(A)
+        assert (F.to_scipy() != want).nnz == 0
+    c = to_csr(A)
+    assert c.indices.dtype == np.int32 and c.indices.tolist() == [0, 2, 1] and c.data.tolist() == [2.0, 4.0, 4.0]
+
+
+@pytest.mark.parametrize("call,err", [
+    (lambda A: to_bcsr(A, 0, 2), ConfigError),
+    (lambda A: to_bcsr(A, 2, 1.5), ConfigError),
+    (lambda A: to_ell(A, layout="diag"), ConfigError),
+    (lambda A: to_ell(A, width=1), InputError),
+    (lambda A: to_sell(A, C=0), ConfigError),
+    (lambda A: to_sell(A, C=4, sigma=0), ConfigError),
+    (lambda A: to_hyb(A, width=0), ConfigError),
+    (lambda A: to_csr([[1.0, 2.0]]), InputError),
+])
+def test_bad_parameters_raise(call, err):
+    with pytest.raises(err):
+        call(sp.csr_array([[1.0, 2.0], [0.0, 3.0]]))
+
+
+def test_dtype_is_kept_or_cast():
+    A = sp.csr_array(np.eye(3, dtype=np.float32))
+    assert to_ell(A).data.dtype == np.float32
+    assert to_bcsr(A, 2, 2, dtype="float64").data.dtype == np.float64
+    assert to_sell(A, dtype="float32").data.dtype == np.float32
