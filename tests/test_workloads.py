@@ -235,3 +235,9 @@ def test_dnn_shape_tables_are_consistent():
     for dw, pw in MOBILENET_V1_SEPARABLE:
         assert dw.groups == dw.c_in == dw.c_out == pw.c_in and pw.hw == dw.out_hw
     assert MOBILENET_V1_SEPARABLE[-1][1].c_out == 1024
+
+
+def test_canonical_input_is_reused_without_copy():
+    A = lap2d(5)
+    assert canonical_csr(A) is A
+    assert canonical_csr(A, dtype="float32") is not A

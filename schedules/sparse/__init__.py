@@ -1,4 +1,35 @@
-"""Sparse inspector/executor schedules (Venkat 2016 dissertation, carried into TVM)."""
-from schedules.sparse.formats import BCSR, COO, CSB, CSR, DIA, ELL, FORMATS, HYB, SELL, SparseFormat
+"""Sparse inspector/executor schedules (Venkat 2016 dissertation, carried into TVM).
 
-__all__ = ["BCSR", "COO", "CSB", "CSR", "DIA", "ELL", "FORMATS", "HYB", "SELL", "SparseFormat"]
+Formats are plain-array containers (:mod:`.formats`); inspectors build them
+from CSR through the dissertation's transformations (:mod:`.transforms`,
+:mod:`.inspectors`); :mod:`.selection` picks one from matrix features.
+"""
+from schedules.sparse.formats import BCSR, COO, CSB, CSR, DIA, ELL, FORMATS, HYB, SELL, SparseFormat
+from schedules.sparse.inspectors import (
+    INSPECTORS, RECIPES, bcsr_recipe, choose_hyb_width, coo_recipe, csb_recipe, csr_recipe, dia_recipe,
+    ell_recipe, sell_recipe, to_bcsr, to_coo, to_csb, to_csr, to_dia, to_ell, to_hyb, to_sell,
+)
+from schedules.sparse.selection import (
+    AnalyticCostModel, Candidate, Choice, Selector, get_default_selector, select_format,
+    set_default_selector, sparse_features,
+)
+from schedules.sparse.transforms import (
+    Compaction, IterationSpace, PaddedCompaction, Recipe, Step, compact, compact_and_pad, csr_space,
+    known, make_dense, normalize, permute, project, reorder, select, shift, skew, split, step, tile,
+)
+
+__all__ = [
+    # formats
+    "BCSR", "COO", "CSB", "CSR", "DIA", "ELL", "FORMATS", "HYB", "SELL", "SparseFormat",
+    # inspectors
+    "INSPECTORS", "RECIPES", "to_bcsr", "to_coo", "to_csb", "to_csr", "to_dia", "to_ell", "to_hyb",
+    "to_sell", "choose_hyb_width", "bcsr_recipe", "coo_recipe", "csb_recipe", "csr_recipe",
+    "dia_recipe", "ell_recipe", "sell_recipe",
+    # transformations
+    "Compaction", "IterationSpace", "PaddedCompaction", "Recipe", "Step", "compact", "compact_and_pad",
+    "csr_space", "known", "make_dense", "normalize", "permute", "project", "reorder", "select", "shift",
+    "skew", "split", "step", "tile",
+    # selection
+    "AnalyticCostModel", "Candidate", "Choice", "Selector", "get_default_selector", "select_format",
+    "set_default_selector", "sparse_features",
+]

@@ -48,7 +48,8 @@ def canonical_csr(
     * ``allow_nan``: NaN/Inf in the values raise :class:`InputError` unless set.
     * Indices become int32; a matrix whose sizes or nnz overflow int32 is
       rejected with a message instead of silently wrapping.
-    * The input is never modified.
+    * The input is never modified; an input that is already canonical is
+      returned as is (no copy).
     """
     A = _as_sparse(A, what)
     if A.ndim != 2:
@@ -67,18 +68,32 @@ def canonical_csr(
     )
     if not np.issubdtype(out_dtype, np.floating):
         raise InputError(f"{what}: value dtype must be floating point, got {out_dtype}")
-    C = sp.csr_array(A, copy=True)
-    C.sum_duplicates()  # also sorts indices
-    if not C.has_sorted_indices:
-        C.sort_indices()
-    C.indptr = C.indptr.astype(INDEX_DTYPE, copy=False)
-    C.indices = C.indices.astype(INDEX_DTYPE, copy=False)
-    C.data = C.data.astype(out_dtype, copy=False)
+    if _already_canonical(A, out_dtype):
+        C = A  # nothing to fix: reuse without copying (callers never mutate it)
+    else:
+        C = sp.csr_array(A, copy=True)
+        C.sum_duplicates()  # also sorts indices
+        if not C.has_sorted_indices:
+            C.sort_indices()
+        C.indptr = C.indptr.astype(INDEX_DTYPE, copy=False)
+        C.indices = C.indices.astype(INDEX_DTYPE, copy=False)
+        C.data = C.data.astype(out_dtype, copy=False)
     if not allow_nan and C.nnz and not np.isfinite(C.data).all():
         bad = int(np.flatnonzero(~np.isfinite(C.data))[0])
         row = int(np.searchsorted(C.indptr, bad, side="right") - 1)
         raise InputError(f"{what}: non-finite value {C.data[bad]} at ({row}, {int(C.indices[bad])})")
     return C
+
+
+def _already_canonical(A, dtype: np.dtype) -> bool:
+    """CSR array with int32 indices, the wanted dtype, sorted and duplicate-free."""
+    return (
+        isinstance(A, sp.csr_array)
+        and A.indptr.dtype == INDEX_DTYPE
+        and A.indices.dtype == INDEX_DTYPE
+        and A.data.dtype == dtype
+        and A.has_canonical_format
+    )
 
 
 def check_dense_operand(B: Any, rows: int, *, dtype: Any, what: str = "B") -> np.ndarray:
