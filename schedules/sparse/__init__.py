@@ -9,14 +9,19 @@ from schedules.sparse.inspectors import (
     INSPECTORS, RECIPES, bcsr_recipe, choose_hyb_width, coo_recipe, csb_recipe, csr_recipe, dia_recipe,
     ell_recipe, sell_recipe, to_bcsr, to_coo, to_csb, to_csr, to_dia, to_ell, to_hyb, to_sell,
 )
+from schedules.sparse.level_sets import (
+    DependenceGraph, LevelSchedule, dependence_graph, level_sets, permute_csr,
+)
 from schedules.sparse.selection import (
     AnalyticCostModel, Candidate, Choice, Selector, get_default_selector, select_format,
     set_default_selector, sparse_features,
 )
+from schedules.sparse.solvers import PCG, PCGResult, pcg
 from schedules.sparse.transforms import (
     Compaction, IterationSpace, PaddedCompaction, Recipe, Step, compact, compact_and_pad, csr_space,
     known, make_dense, normalize, permute, project, reorder, select, shift, skew, split, step, tile,
 )
+from schedules.sparse.triangular import GaussSeidel, TriangularSolver, level_segments, sweep_func, sweep_kernel
 
 __all__ = [
     # formats
@@ -29,6 +34,10 @@ __all__ = [
     "Compaction", "IterationSpace", "PaddedCompaction", "Recipe", "Step", "compact", "compact_and_pad",
     "csr_space", "known", "make_dense", "normalize", "permute", "project", "reorder", "select", "shift",
     "skew", "split", "step", "tile",
+    # level sets, wavefront executors, solvers
+    "DependenceGraph", "LevelSchedule", "dependence_graph", "level_sets", "permute_csr",
+    "GaussSeidel", "TriangularSolver", "level_segments", "sweep_func", "sweep_kernel",
+    "PCG", "PCGResult", "pcg",
     # selection
     "AnalyticCostModel", "Candidate", "Choice", "Selector", "get_default_selector", "select_format",
     "set_default_selector", "sparse_features",

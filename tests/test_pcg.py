@@ -1,0 +1,161 @@
+"""PCG with a level-scheduled symmetric Gauss-Seidel preconditioner (Venkat 2016 §7.3.3)."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from schedules.sparse.solvers import PCG, pcg
+from schedules.sparse.triangular import GaussSeidel
+from tvm_ext.errors import ConvergenceError, InputError, ShapeError
+from tvm_ext.workloads import lap2d, lap3d, load_matrix, make_spd
+
+
+def rhs(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(n)
+
+
+def scipy_cg_iterations(A, b, tol, M=None) -> tuple[np.ndarray, int]:
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+
+    x, info = spla.cg(A, b, rtol=tol, atol=0.0, M=M, callback=cb, maxiter=10 * A.shape[0])
+    assert info == 0
+    return x, count[0]
+
+
+@pytest.mark.parametrize("preconditioner", ["sgs", "jacobi", "none"])
+def test_pcg_matches_direct_solve(preconditioner):
+    A = lap2d(20)
+    b = rhs(400)
+    res = pcg(A, b, tol=1e-10, preconditioner=preconditioner)
+    assert res.converged and res.reason == "converged"
+    np.testing.assert_allclose(res.x, spla.spsolve(sp.csc_array(A), b), rtol=1e-7, atol=1e-9)
+    assert res.true_residual <= 1e-9
+    assert res.residuals[0] == pytest.approx(1.0) and res.residuals[-1] <= 1e-10
+    assert len(res.residuals) == res.iterations + 1
+
+
+def test_sgs_iterations_match_scipy_cg_with_same_preconditioner():
+    A = make_spd(load_matrix("nasa4704"))
+    n = A.shape[0]
+    b = rhs(n, 1)
+    ours = pcg(A, b, tol=1e-8)
+    gs = GaussSeidel(A, parallel=False)
+    M = spla.LinearOperator((n, n), matvec=lambda r: gs.symmetric(None, r))
+    x_ref, its_ref = scipy_cg_iterations(A, b, 1e-8, M=M)
+    assert ours.converged and abs(ours.iterations - its_ref) <= 1
+    np.testing.assert_allclose(ours.x, x_ref, rtol=1e-5, atol=1e-8)
+    plain = pcg(A, b, tol=1e-8, preconditioner="none")
+    _, its_plain = scipy_cg_iterations(A, b, 1e-8)
+    assert abs(plain.iterations - its_plain) <= 1
+    assert ours.iterations < plain.iterations       # SGS actually preconditions
+
+
+def test_parallel_and_serial_sgs_agree_and_schedule_is_reused():
+    A = lap3d(7)
+    solver = PCG(A)
+    assert solver.levels == 3 * 7 - 2
+    r1, r2 = solver.solve(rhs(343, 2)), solver.solve(rhs(343, 3))
+    assert r1.converged and r2.converged
+    assert r1.inspector_seconds == r2.inspector_seconds   # inspected once, in the constructor
+    serial = PCG(A, parallel=False).solve(rhs(343, 2))
+    assert serial.levels == 343 and serial.iterations == r1.iterations
+    np.testing.assert_allclose(serial.x, r1.x, rtol=1e-9, atol=1e-12)
+
+
+def test_inspector_overhead_is_reported_in_iterations():
+    res = pcg(lap2d(24), rhs(576), tol=1e-8)
+    assert res.levels == 47
+    assert res.inspector_seconds > 0 and res.seconds_per_iteration > 0
+    assert res.inspector_overhead_iterations == pytest.approx(
+        res.inspector_seconds / res.seconds_per_iteration)
+    assert set(res.inspector_breakdown) == {"graph", "levels", "reorder"}
+    s = res.summary()
+    assert s["converged"] and s["levels"] == 47 and "x" not in s
+
+
+def test_float32_pcg():
+    A = sp.csr_array(lap2d(12), dtype=np.float32)
+    b = rhs(144).astype(np.float32)
+    res = pcg(A, b, tol=1e-5)
+    assert res.converged and res.x.dtype == np.float32
+    assert np.linalg.norm(A.astype(np.float64) @ res.x - b) <= 1e-4 * np.linalg.norm(b)
+
+
+def test_zero_rhs_and_exact_start():
+    A = lap2d(6)
+    res = pcg(A, np.zeros(36))
+    assert res.converged and res.iterations == 0 and not res.x.any()
+    x = spla.spsolve(sp.csc_array(A), np.ones(36))
+    res = pcg(A, np.ones(36), x0=x, tol=1e-8)
+    assert res.converged and res.iterations == 0
+
+
+# ----------------------------------------------------------------- failures are reported
+def test_indefinite_matrix_reports_not_positive_definite():
+    A = sp.csr_array(np.diag([2.0, 1.0, 3.0, 1.0]) + np.diag([1.9, 0, 1.9], 1) + np.diag([1.9, 0, 1.9], -1))
+    assert np.linalg.eigvalsh(A.toarray()).min() < 0
+    res = pcg(A, np.array([1.0, -1.0, 1.0, -1.0]), preconditioner="none")
+    assert not res.converged and "not positive definite" in res.reason
+    with pytest.raises(ConvergenceError, match="not positive definite") as err:
+        pcg(A, np.array([1.0, -1.0, 1.0, -1.0]), preconditioner="none", raise_on_failure=True)
+    assert err.value.result.converged is False
+
+
+@pytest.mark.parametrize("preconditioner", ["sgs", "jacobi", "none"])
+def test_non_positive_diagonal_and_asymmetry_are_reported(preconditioner):
+    A = lap2d(4).toarray()
+    A[5, 5] = -1.0
+    res = pcg(sp.csr_array(A), np.ones(16), preconditioner=preconditioner)
+    assert not res.converged and res.iterations == 0 and "A[5, 5]" in res.reason
+    B = lap2d(4).toarray()
+    B[0, 1] = -0.5
+    res = pcg(sp.csr_array(B), np.ones(16), preconditioner=preconditioner)
+    assert not res.converged and "not symmetric" in res.reason
+    with pytest.raises(ConvergenceError, match="not symmetric"):
+        pcg(sp.csr_array(B), np.ones(16), preconditioner=preconditioner, raise_on_failure=True)
+
+
+@pytest.mark.parametrize("preconditioner", ["sgs", "none"])
+def test_singular_matrix_never_claims_convergence(preconditioner):
+    # Neumann graph Laplacian of a path: SPSD, singular; b is not in its range
+    n = 30
+    L = sp.diags_array([-np.ones(n - 1), np.r_[1, 2 * np.ones(n - 2), 1], -np.ones(n - 1)],
+                       offsets=[-1, 0, 1], format="csr")
+    b = np.ones(n)
+    res = pcg(L, b, tol=1e-10, maxiter=300, preconditioner=preconditioner)
+    assert not res.converged and res.reason
+    assert res.true_residual > 1e-3 or math.isnan(res.true_residual)
+    with pytest.raises(ConvergenceError):
+        pcg(L, b, tol=1e-10, maxiter=300, preconditioner=preconditioner, raise_on_failure=True)
+
+
+def test_maxiter_reached_is_reported():
+    res = pcg(lap2d(20), rhs(400), tol=1e-12, maxiter=3)
+    assert not res.converged and res.iterations == 3 and "no convergence in 3 iterations" in res.reason
+
+
+def test_bad_arguments():
+    A = lap2d(4)
+    with pytest.raises(ShapeError):
+        pcg(A, np.ones(15))
+    with pytest.raises(ShapeError):
+        pcg(A, np.ones(16), x0=np.ones(3))
+    with pytest.raises(InputError, match="preconditioner"):
+        pcg(A, np.ones(16), preconditioner="ilu7")
+    with pytest.raises(InputError, match="tol"):
+        pcg(A, np.ones(16), tol=0)
+    with pytest.raises(InputError, match="float32"):
+        pcg(A, np.ones(16, dtype=np.float32))
+    with pytest.raises(ShapeError, match="square"):
+        pcg(sp.csr_array(np.ones((3, 4))), np.ones(3))
+    with pytest.raises(InputError, match="non-finite"):
+        pcg(A, np.r_[np.ones(15), np.inf])
+    empty = pcg(sp.csr_array((0, 0)), np.zeros(0))
+    assert empty.converged and empty.x.shape == (0,)
