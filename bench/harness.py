@@ -24,7 +24,7 @@ from dataclasses import asdict
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from tvm_ext.cli.output import table
+from tvm_ext.markdown import table
 from tvm_ext.platform_info import platform_info
 from tvm_ext.timing import Timing, time_python, time_tvm
 

@@ -27,35 +27,11 @@ from schedules.fusion.traffic_model import (
     geomean_reduction,
 )
 from tvm_ext.errors import ConfigError
+from tvm_ext.markdown import table
 from tvm_ext.workloads import GOGETA_TABLE2, GOGETA_TABLE4
 
 __all__ = ["fusion_report", "render_fig10", "render_fig11", "render_fig12", "render_table1",
            "paper_differences", "write_plots"]
-
-
-def _fmt(v) -> str:
-    if isinstance(v, bool) or v is None:
-        return "-" if v is None else str(v)
-    if isinstance(v, int):
-        return f"{v:,}"
-    if isinstance(v, float):
-        if not math.isfinite(v):
-            return str(v)
-        return f"{v:,.1f}" if abs(v) >= 1000 else f"{v:.4g}"
-    return str(v)
-
-
-def table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
-    """A markdown table (schedules must not import the CLI, so it renders its own).
-
-    >>> print(table(["a", "b"], [[1, 2.5]]))
-    | a | b |
-    |---|---|
-    | 1 | 2.5 |
-    """
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join("---" for _ in headers) + "|"]
-    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
-    return "\n".join(lines)
 
 
 def render_fig10(rows: Sequence[dict]) -> str:

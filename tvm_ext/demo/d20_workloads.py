@@ -1,7 +1,7 @@
 """Demo: the bundled matrices, measured and set against the papers' tables."""
 from __future__ import annotations
 
-from tvm_ext.cli.output import table
+from tvm_ext.markdown import table
 from tvm_ext.workloads import GOGETA_TABLE2, lap2d, lap3d, list_matrices, load_matrix, matrix_stats
 
 TITLE = "Workloads: bundled SuiteSparse matrices and generators"

@@ -6,7 +6,7 @@ import time
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from tvm_ext.cli.output import table
+from tvm_ext.markdown import table
 
 TITLE = "Level sets: wavefront Gauss-Seidel and PCG (dissertation ch. 7)"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import re
 
-from tvm_ext.cli.output import table
+from tvm_ext.markdown import table
 
 TITLE = "GOGETA model: Block CG reuse patterns, loop orders and DRAM-traffic geomean"
 
