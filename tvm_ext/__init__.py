@@ -36,6 +36,7 @@ __version__ = "0.1.0"
 _LAZY: dict[str, str] = {
     "workloads": "tvm_ext.workloads",
     "kernel_cache": "tvm_ext.kernel_cache",
+    "spmm_engine": "tvm_ext.spmm_engine",
 }
 
 __all__ = [

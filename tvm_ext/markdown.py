@@ -1,5 +1,7 @@
 """Markdown tables: the one renderer the CLI, the reports and ``bench/`` share.
 
+>>> fmt(2.5e-5), fmt(12345.678)
+('2.500e-05', '12,345.7')
 >>> print(table(["a", "b"], [[1, 2.5]]))
 | a | b |
 |---|---|
@@ -26,7 +28,7 @@ def fmt(v: Any) -> str:
             return str(v)
         if v == 0 or 1e-3 <= abs(v) < 1000:
             return f"{v:.4g}"
-        return f"{v:,.1f}" if abs(v) < 1e9 else f"{v:.3e}"
+        return f"{v:,.1f}" if 1000 <= abs(v) < 1e9 else f"{v:.3e}"
     return str(v)
 
 

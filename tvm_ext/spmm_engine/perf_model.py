@@ -1,0 +1,170 @@
+"""Sextans §3.6.1 (Eqs. 6-10) and §4: cycle and HBM model of one SpMM.
+
+Per row pass and per N0-column block of B (Alg. 1), the engine runs stages
+one after another; each stage takes ``max(compute, memory)`` (§4.1: "we model
+the computing time and memory accessing time and record the larger one"):
+
+=========  ==========================================  ===========================
+stage      compute cycles                              HBM traffic (channels)
+=========  ==========================================  ===========================
+init C     ``ceil(rows / P)`` (Eq. 6)                  Q pointers (1 channel)
+stream B   ``ceil(K0_j / (2 F_B))`` per window (Eq. 7)  ``K0_j * N0 * 4`` B (4)
+PE         ``Q[j+1] - Q[j]`` per window (Eq. 8, real)  ``len * P * 8`` A words (8)
+comp C     ``ceil(rows / F_C)`` (Eq. 9)                ``rows * N0 * 4`` C_in (8), C_out (8)
+=========  ==========================================  ===========================
+
+``cycles`` sums the compute column as Eq. 10 does, but with the scheduled
+stream length of every window (bubbles and padding included) instead of the
+average ``NNZ / P``.  Eq. 6 prints ``K / P``; the PEs zero their ``M / P``
+scratchpad rows (the released kernel's ``init_C`` loop), so ``rows / P`` is
+used.  ``seconds`` sums the per-stage maxima.  Derived metrics follow §4:
+problem size ``2 (NNZ + M) N`` FLOP (the released host's count), bandwidth
+utilisation ``4 (NNZ + N (2M + K)) / t / Bdw`` (§4.2.3) and FLOP/J (§4.2.4).
+
+>>> import scipy.sparse as sp, numpy as np
+>>> from tvm_ext.spmm_engine import schedule
+>>> s = schedule(sp.csr_array(np.eye(64)), P=64, K0=4096)
+>>> r = model(s, n=8)
+>>> r.cycles == 1 + 8 + 1 + 4    # init 64/64, B 64/8, PE 1 row, comp C 64/16
+True
+"""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import numpy as np
+
+from tvm_ext.errors import InputError
+from tvm_ext.spmm_engine.config import Platform, get_platform
+
+__all__ = ["StageTime", "PerfReport", "model", "problem_flops"]
+
+_STAGES = ("init_c", "stream_b", "pe", "comp_c")
+
+
+@dataclass(frozen=True)
+class StageTime:
+    """One stage kind, summed over windows, blocks and passes."""
+
+    cycles: int
+    compute_s: float
+    memory_s: float
+    seconds: float
+    bytes: int
+    memory_bound_s: float  # time spent in instances of this stage where memory was slower
+
+
+@dataclass(frozen=True)
+class PerfReport:
+    """Modelled execution of ``alpha * A @ B + beta * C`` with B of N columns."""
+
+    platform: str
+    n: int
+    n_blocks: int
+    cycles: int
+    seconds: float
+    flops: float
+    gflops: float
+    bandwidth_utilization: float
+    flop_per_joule: float
+    energy_j: float
+    traffic: dict[str, int]
+    stages: dict[str, StageTime]
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able dict (stages expanded)."""
+        d = asdict(self)
+        d["stages"] = {k: asdict(v) for k, v in self.stages.items()}
+        return d
+
+
+def problem_flops(nnz: int, M: int, n: int) -> float:
+    """Problem size in FLOP: ``2 (NNZ + M) N`` (the released Sextans host's count).
+
+    >>> problem_flops(10, 4, 8)
+    224.0
+    """
+    return 2.0 * (nnz + M) * n
+
+
+class _Acc:
+    """Accumulates cycles / compute / memory / bytes of one stage kind."""
+
+    def __init__(self) -> None:
+        self.cycles = 0
+        self.compute = 0.0
+        self.memory = 0.0
+        self.seconds = 0.0
+        self.bytes = 0
+        self.mem_bound = 0.0
+
+    def add(self, cycles: np.ndarray, nbytes: np.ndarray, f: float, bw: float, reps: int,
+            extra_bytes: np.ndarray | None = None, extra_bw: float | None = None) -> None:
+        comp = np.asarray(cycles, dtype=np.float64) / f
+        mem = np.asarray(nbytes, dtype=np.float64) / bw
+        if extra_bytes is not None:
+            mem = np.maximum(mem, np.asarray(extra_bytes, dtype=np.float64) / extra_bw)
+        t = np.maximum(comp, mem)
+        self.cycles += reps * int(np.sum(cycles))
+        self.compute += reps * float(np.sum(comp))
+        self.memory += reps * float(np.sum(mem))
+        self.seconds += reps * float(np.sum(t))
+        total_bytes = np.sum(nbytes) + (np.sum(extra_bytes) if extra_bytes is not None else 0)
+        self.bytes += reps * int(total_bytes)
+        self.mem_bound += reps * float(np.sum(np.where(mem > comp, t, 0.0)))
+
+    def done(self) -> StageTime:
+        return StageTime(self.cycles, self.compute, self.memory, self.seconds, self.bytes,
+                         self.mem_bound)
+
+
+def model(program: Any, n: int, platform: Platform | str | dict | None = None) -> PerfReport:
+    """Cycles, time, GFLOP/s, bandwidth utilisation and FLOP/J for ``n`` columns of B.
+
+    ``program`` is a :class:`~tvm_ext.spmm_engine.SextansProgram` or a
+    :class:`~tvm_ext.spmm_engine.ScheduledStream` (both carry Q per pass).
+    """
+    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+        raise InputError(f"n: the number of columns of B must be a positive integer, got {n!r}")
+    plat = get_platform(platform)
+    cfg = program.config
+    M, K = program.shape
+    P, N0, K0 = cfg.pes, cfg.n0, cfg.window
+    n_blocks = -(-int(n) // N0)
+    f = plat.freq_hz
+    acc = {s: _Acc() for s in _STAGES}
+    traffic = dict.fromkeys(("q", "a", "b", "c_in", "c_out"), 0)
+    for ps in program.passes:
+        q = np.asarray(ps.q, dtype=np.int64)
+        W = q.size - 1
+        widths = np.minimum(K0, K - np.arange(W, dtype=np.int64) * K0)
+        lens = np.diff(q)
+        rows = int(ps.rows)
+        q_bytes = (W + 1) * 4
+        b_bytes = widths * N0 * 4
+        a_bytes = lens * P * 8
+        c_bytes = rows * N0 * 4
+        acc["init_c"].add([-(-rows // P)], [q_bytes], f, plat.class_bandwidth("q"), n_blocks)
+        acc["stream_b"].add(-(-widths // (2 * cfg.b_partition)), b_bytes, f,
+                            plat.class_bandwidth("b"), n_blocks)
+        acc["pe"].add(lens, a_bytes, f, plat.class_bandwidth("a"), n_blocks)
+        acc["comp_c"].add([-(-rows // cfg.c_parallel)], [c_bytes], f, plat.class_bandwidth("c_in"),
+                          n_blocks, extra_bytes=[c_bytes], extra_bw=plat.class_bandwidth("c_out"))
+        traffic["q"] += n_blocks * q_bytes
+        traffic["b"] += n_blocks * int(b_bytes.sum())
+        traffic["a"] += n_blocks * int(a_bytes.sum())
+        traffic["c_in"] += n_blocks * c_bytes
+        traffic["c_out"] += n_blocks * c_bytes
+    stages = {s: a.done() for s, a in acc.items()}
+    cycles = sum(s.cycles for s in stages.values())
+    seconds = sum(s.seconds for s in stages.values())
+    flops = problem_flops(program.nnz, M, int(n))
+    useful_bytes = 4.0 * (program.nnz + int(n) * (2 * M + K))
+    return PerfReport(
+        platform=plat.name, n=int(n), n_blocks=n_blocks, cycles=int(cycles), seconds=seconds,
+        flops=flops, gflops=flops / seconds / 1e9,
+        bandwidth_utilization=useful_bytes / seconds / (plat.bandwidth_gbs * 1e9),
+        flop_per_joule=flops / (seconds * plat.power_w), energy_j=seconds * plat.power_w,
+        traffic=traffic, stages=stages,
+    )
