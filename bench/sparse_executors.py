@@ -1,0 +1,165 @@
+"""Sparse TIR executors vs scipy and torch: SpMV/SpMM per matrix, format and N (issue 3 benchmark).
+
+For every matrix and N in {1, 8, 32, 128} (N = 1 is SpMV), each format's
+executor (built by ``schedules.sparse.inspectors``, a small built-in sweep of
+format knobs: BCSR R x C, SELL C) is checked against scipy once and timed with
+``time_evaluator``; ``scipy.sparse`` CSR matmul and ``torch.sparse.mm`` on a
+``torch.sparse_csr_tensor`` are timed in the same run.  The table shows the
+best format per row, its ratios to both peers, and the effective bandwidth by
+Sextans' formula ``itemsize * (nnz + N * (2M + K)) / t`` as a share of the
+measured copy bandwidth.  Formats whose padding would blow up (ELL/DIA fill
+below 1/3, BCSR block fill below 1/2) are skipped, as a selector would.
+
+    python -m bench.sparse_executors [--quick] [--matrices nasa4704,lap2d] [--n 32]
+"""
+from __future__ import annotations
+
+import warnings
+from typing import Any, Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from bench.harness import BenchRun, bench_args, copy_bandwidth, geomean, time_python
+
+#: Column counts of the issue's benchmark (N = 1 runs the SpMV kernels).
+N_VALUES = (1, 8, 32, 128)
+
+
+def _matrices(quick: bool) -> dict[str, Callable[[], sp.csr_array]]:
+    from tvm_ext.workloads import block_fem, lap2d, lap3d, load_matrix, rmat
+
+    if quick:
+        return {"LFAT5": lambda: load_matrix("LFAT5"), "cora": lambda: load_matrix("cora"),
+                "nasa4704": lambda: load_matrix("nasa4704"), "lap2d": lambda: lap2d(100),
+                "lap3d27": lambda: lap3d(12, 27), "fem3x3": lambda: block_fem(500, 3, 3),
+                "rmat": lambda: rmat(12)}
+    return {"LFAT5": lambda: load_matrix("LFAT5"), "cora": lambda: load_matrix("cora"),
+            "nasa4704": lambda: load_matrix("nasa4704"), "lap2d": lambda: lap2d(1000),
+            "lap3d27": lambda: lap3d(64, 27), "fem3x3": lambda: block_fem(50000, 3, 3),
+            "rmat": lambda: rmat(18)}
+
+
+def _candidates(A: sp.csr_array, kind: str, lanes: int) -> dict[str, Callable[[], Any]]:
+    """Format label -> builder, skipping formats whose padding would explode."""
+    from schedules.sparse import inspectors as I
+    from tvm_ext.workloads import block_fill
+
+    m, k = A.shape
+    lens = np.diff(A.indptr)
+    nnz = max(A.nnz, 1)
+    out: dict[str, Callable[[], Any]] = {"csr": lambda: I.to_csr(A), "coo": lambda: I.to_coo(A)}
+    fill = block_fill(A, 4, 4) if A.nnz else {}
+    for R, C in ((2, 2), (3, 3), (4, 4)):
+        if fill.get(f"{R}x{C}", 0.0) >= 0.5:
+            out[f"bcsr{R}x{C}"] = (lambda R=R, C=C: I.to_bcsr(A, R, C))
+    if m and nnz / (m * max(int(lens.max()), 1)) >= 1 / 3:
+        out["ell"] = lambda: I.to_ell(A, layout="col" if kind == "spmv" else "row")
+    coo = A.tocoo()
+    n_diag = np.unique(coo.col.astype(np.int64) - coo.row).size if A.nnz else 0
+    if m and n_diag and nnz / (n_diag * m) >= 1 / 3:
+        out["dia"] = lambda: I.to_dia(A, max_fill=3.0)
+    out["hyb"] = lambda: I.to_hyb(A)
+    out[f"sell{lanes}"] = lambda: I.to_sell(A, C=lanes)
+    out["csb"] = lambda: I.to_csb(A, 4096)
+    return out
+
+
+def _torch_mm(A: sp.csr_array, B: np.ndarray) -> Callable[[], Any] | None:
+    try:
+        import torch
+    except ImportError:  # pragma: no cover - torch is an optional peer
+        return None
+    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
+                                 torch.from_numpy(A.indices.astype(np.int64)),
+                                 torch.from_numpy(A.data), size=A.shape)
+    Bt = torch.from_numpy(np.ascontiguousarray(B.reshape(B.shape[0], -1)))
+    return lambda: torch.sparse.mm(At, Bt)
+
+
+def _time_formats(A, B, kind: str, n: int, lanes: int, repeat: int) -> dict[str, float]:
+    """Seconds per call of every candidate format that builds and is correct."""
+    from schedules.sparse.executors import build_executor
+    from tvm_ext.errors import TvmExtError
+
+    ref = A @ B
+    scale = max(float(np.abs(ref).max()), 1.0)
+    times: dict[str, float] = {}
+    for label, make in _candidates(A, kind, lanes).items():
+        try:
+            fmt = make()
+            exe = build_executor(fmt, n_cols=n, kind=kind)
+        except (TvmExtError, MemoryError):
+            continue
+        if not np.allclose(exe(B), ref, rtol=1e-3, atol=1e-4 * scale):
+            print(f"  WRONG RESULT: {label} {kind} N={n}")
+            continue
+        times[label] = exe.time(B, repeat=repeat).min
+    return times
+
+
+def main() -> None:
+    args = bench_args(__doc__.splitlines()[0],
+                      matrices={"default": None, "help": "comma list of matrix names"},
+                      n={"default": None, "help": "comma list of N (1 = SpMV)"},
+                      dtype={"default": "float32", "help": "float32 or float64"})
+    from schedules.sparse.executors.codegen import native_lanes
+    from tvm_ext.workloads import canonical_csr
+
+    warnings.simplefilter("ignore")  # scipy/torch sparse beta warnings
+    mats = _matrices(args.quick)
+    if args.matrices:
+        mats = {k: v for k, v in mats.items() if k in args.matrices.split(",")}
+    ns = tuple(int(x) for x in args.n.split(",")) if args.n else N_VALUES
+    lanes = native_lanes(args.dtype)
+    itemsize = np.dtype(args.dtype).itemsize
+    repeat = 3 if args.quick else 5
+    copy_bw = copy_bandwidth()
+    run = BenchRun("sparse_executors", out_dir=args.out)
+    rng = np.random.default_rng(0)
+    for mname, load in mats.items():
+        A = canonical_csr(load(), dtype=args.dtype)
+        m, k = A.shape
+        for n in ns:
+            kind = "spmv" if n == 1 else "spmm"
+            B = rng.uniform(-1, 1, (k, n)).astype(args.dtype)
+            if n == 1:
+                B = B[:, 0].copy()
+            times = _time_formats(A, B, kind, n, lanes, repeat)
+            t_scipy = time_python(lambda: A @ B, repeat=repeat).min
+            torch_fn = _torch_mm(A, B)
+            t_torch = time_python(torch_fn, repeat=repeat).min if torch_fn else None
+            best = min(times, key=times.get)
+            t = times[best]
+            row = {"matrix": mname, "rows": m, "nnz": A.nnz, "N": n, "best": best,
+                   "ours_ms": t * 1e3, "gflops": 2 * A.nnz * n / t / 1e9,
+                   "scipy_ms": t_scipy * 1e3, "torch_ms": t_torch * 1e3 if t_torch else None,
+                   "bw_share": itemsize * (A.nnz + n * (2 * m + k)) / t / copy_bw,
+                   "csr_x_scipy": t_scipy / times["csr"] if "csr" in times else None}
+            row.update({f"gf_{f}": 2 * A.nnz * n / s / 1e9 for f, s in times.items()})
+            run.add(row)
+            print(f"  {mname} N={n}: best {best} {t * 1e3:.3f} ms, scipy {t_scipy * 1e3:.3f} ms, "
+                  f"torch {t_torch * 1e3 if t_torch else float('nan'):.3f} ms", flush=True)
+    _report(run, copy_bw)
+
+
+def _report(run: BenchRun, copy_bw: float) -> None:
+    print(run.header())
+    print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; bw_share = Sextans effective bandwidth / copy bandwidth\n")
+    print(run.markdown(["matrix", "N", "nnz", "best", "ours_ms", "gflops", "scipy_ms", "torch_ms", "bw_share"],
+                       ratios={"x_scipy": ("scipy_ms", "ours_ms"), "x_torch": ("torch_ms", "ours_ms")}))
+    fmts = sorted({key for r in run.rows for key in r if key.startswith("gf_")})
+    print("\nGFLOP/s per format (blank: skipped or wrong)\n")
+    print(run.markdown(["matrix", "N"] + fmts))
+    xs = [r["scipy_ms"] / r["ours_ms"] for r in run.rows]
+    xt = [r["torch_ms"] / r["ours_ms"] for r in run.rows if r["torch_ms"]]
+    xc = [r["csr_x_scipy"] for r in run.rows if r["csr_x_scipy"]]
+    print(f"\nbest format: geomean x_scipy {geomean(xs):.2f} (min {min(xs):.2f}), "
+          f"geomean x_torch {geomean(xt):.2f} over {len(xs)} rows")
+    print(f"CSR only:    geomean x_scipy {geomean(xc):.2f} (min {min(xc):.2f})")
+    print("goal: geomean >= 2x scipy and >= 1.5x torch, no row below 1x scipy -> "
+          f"{'met' if geomean(xs) >= 2 and geomean(xt) >= 1.5 and min(xs) >= 1 else 'not met'}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,150 @@
+"""CSR executors: row-parallel SpMM/SpMV (Venkat 2016 Listing 5.3, the CSR executor).
+
+One spatial block per (row, column tile); the row's non-zero loop
+``for p in range(indptr[vi], indptr[vi + 1])`` runs inside the block and
+accumulates the tile in registers; ``C`` is written once.  Rows are split into
+non-zero-balanced parts for ``T.parallel``.
+
+>>> f = csr_spmm_primfunc(CSRParams(lanes=16, unroll=2), "float32")
+>>> sorted(v.name for v in f.params)[:3]
+['B', 'C_in', 'C_out']
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
+                                               require_value_dtype)
+from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
+                                                parallel_items, parse_prim_func, prim_func_source)
+from schedules.sparse.executors.partition import balanced_parts
+from schedules.sparse.executors.spec import ExecParams, FormatKernels
+from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
+                                              tier_chains)
+
+__all__ = ["CSRParams", "CSRKernels", "csr_spmm_primfunc", "csr_spmv_primfunc", "csr_source",
+           "SPMV_PARTIAL_SUMS"]
+
+#: Default interleaved partial sums of the CSR SpMV kernel.
+SPMV_PARTIAL_SUMS = 4
+
+
+@dataclass(frozen=True)
+class CSRParams(ExecParams):
+    """CSR knobs (see :class:`ExecParams`): lanes over N, vectors per row tile,
+    parallel grain.  For SpMV ``unroll`` is the number of interleaved partial
+    sums over a row's non-zeros (default :data:`SPMV_PARTIAL_SUMS`)."""
+
+
+def _emit_spmm(code: Code, params: ExecParams, dtype: str) -> None:
+    def nonzeros(code_: Code, tier, fma) -> None:
+        # the row's non-zeros interleaved over accumulator chains (latency hiding)
+        emit_interleaved(code_, "p", "indptr[vi]", "indptr[vi + 1]", tier_chains(tier),
+                         lambda c, p, k: fma(c, f"data[{p}]", f"indices[{p}]", "0", k))
+
+    with parallel_items(code, "i", "M", params.parallel):
+        emit_row_blocks(code, name="row", tiers=column_tiers(params.lanes, params.unroll, spmv=False),
+                        dtype=dtype, bindings=["vi = T.axis.spatial(M, i)"], rows=1,
+                        c_row=lambda r: "vi", row_ok=None, accumulate=nonzeros, chains=tier_chains)
+
+
+def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
+    """One row per block; ``unroll`` interleaved partial sums over the row's
+    non-zeros break the floating-point add dependency chain."""
+    U = params.unroll
+    start, length = "indptr[vi]", "(indptr[vi + 1] - indptr[vi])"
+    with parallel_items(code, "i", "M", params.parallel):
+        with code.block('with T.sblock("row"):'):
+            code("vi = T.axis.spatial(M, i)")
+            code(f'acc = T.sblock_alloc_buffer(({U},), "{dtype}", scope="local")')
+            with code.block(f"for k in T.unroll({U}):"):
+                code(f"acc[k] = T.{dtype}(0)")
+            if U > 1:
+                with code.block(f"for q in range({length} // {U}):"):
+                    with code.block(f"for k in T.unroll({U}):"):
+                        p = f"{start} + q * {U} + k"
+                        code(f"acc[k] = acc[k] + data[{p}] * B[indices[{p}]]")
+                tail = f"{start} + {length} // {U} * {U}"
+            else:
+                tail = start
+            with code.block(f"for p in range({tail}, indptr[vi + 1]):"):
+                code("acc[0] = acc[0] + data[p] * B[indices[p]]")
+            if U > 1:
+                with code.block(f"for k in T.unroll({U - 1}):"):
+                    code("acc[0] = acc[0] + acc[k + 1]")
+            with code.block(f"if beta == T.{dtype}(0):"):
+                code("C_out[vi] = alpha * acc[0]")
+            with code.block("else:"):
+                code("C_out[vi] = alpha * acc[0] + beta * C_in[vi]")
+
+
+def csr_source(params: ExecParams, dtype: str, kind: str = "spmm") -> str:
+    """TVMScript text of the CSR executor (``params`` resolved).
+
+    For SpMV ``params.unroll`` is the number of interleaved partial sums.
+    """
+    dtype = check_dtype(dtype)
+    spmv = kind == "spmv"
+    bufs = [Buffer("a_indptr", "indptr", ("M + 1",), "int32"),
+            Buffer("a_indices", "indices", ("NNZ",), "int32"),
+            Buffer("a_data", "data", ("NNZ",), dtype)]
+    if params.parallel:
+        bufs.append(Buffer("a_part", "part", ("NP",), "int32"))
+    bufs += dense_buffers(kind, dtype)
+    code = Code()
+    (_emit_spmv if spmv else _emit_spmm)(code, params, dtype)
+    sizes = ["M", "K", "NNZ"] + (["N"] if not spmv else []) + (["NP"] if params.parallel else [])
+    return prim_func_source(f"csr_{kind}", bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
+
+
+
+def csr_spmm_primfunc(params: ExecParams | None = None, dtype: str = "float32", *,
+                      n_cols: int | None = None, target=None):
+    """CSR SpMM PrimFunc ``C_out = alpha*A@B + beta*C_in`` (B is K x N, N symbolic)."""
+    p = (params or CSRParams()).resolve(check_dtype(dtype), n_cols, target)
+    return parse_prim_func(csr_source(p, dtype, "spmm"))
+
+
+def csr_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32", *, target=None):
+    """CSR SpMV PrimFunc ``y_out = alpha*A@x + beta*y_in``."""
+    p = params or CSRParams()
+    if p.unroll is None:
+        p = dataclasses.replace(p, unroll=SPMV_PARTIAL_SUMS)
+    p = p.resolve(check_dtype(dtype), 1, target)
+    return parse_prim_func(csr_source(p, dtype, "spmv"))
+
+
+class CSRKernels(FormatKernels):
+    format_name = "csr"
+    params_cls = CSRParams
+
+    def check(self, fmt) -> None:
+        m, k = fmt.shape
+        require_value_dtype(fmt.data, "csr.data")
+        require_array(fmt.indptr, "csr.indptr", "int32", (m + 1,))
+        nnz = fmt.indices.size
+        require_array(fmt.indices, "csr.indices", "int32", (nnz,))
+        require_array(fmt.data, "csr.data", str(fmt.data.dtype), (nnz,))
+        require_pointer(fmt.indptr, nnz, "csr.indptr")
+        require_range(fmt.indices, 0, k, "csr.indices")
+
+    def resolve(self, fmt, params, dtype, kind, n_cols, target):
+        if kind == "spmv" and params.unroll is None:
+            params = dataclasses.replace(params, unroll=SPMV_PARTIAL_SUMS)
+        return params.resolve(dtype, n_cols, target, work=self.nnz(fmt))
+
+    def primfunc(self, fmt, params, kind, transpose):
+        return parse_prim_func(csr_source(params, fmt.data.dtype.name, kind))
+
+    def signature(self, fmt, params, kind, transpose):
+        return ("csr", kind, fmt.data.dtype.name, params.kernel_key())
+
+    def arrays(self, fmt, params, kind, transpose, threads):
+        out = [fmt.indptr, fmt.indices, fmt.data]
+        if params.parallel:
+            out.append(balanced_parts(fmt.indptr, params.n_parts(threads), item_cost=1.0))
+        return out
+
+    def nnz(self, fmt) -> int:
+        return int(fmt.indices.size)
