@@ -4,6 +4,10 @@ Formats are plain-array containers (:mod:`.formats`); inspectors build them
 from CSR through the dissertation's transformations (:mod:`.transforms`,
 :mod:`.inspectors`); :mod:`.selection` picks one from matrix features.
 """
+from schedules.sparse.executors import (
+    BCSRParams, COOParams, CSBParams, CSRParams, DIAParams, ELLParams, ExecParams, Executor, HYBParams,
+    SELLParams, build_executor,
+)
 from schedules.sparse.formats import BCSR, COO, CSB, CSR, DIA, ELL, FORMATS, HYB, SELL, SparseFormat
 from schedules.sparse.inspectors import (
     INSPECTORS, RECIPES, bcsr_recipe, choose_hyb_width, coo_recipe, csb_recipe, csr_recipe, dia_recipe,
@@ -12,6 +16,8 @@ from schedules.sparse.inspectors import (
 from schedules.sparse.level_sets import (
     DependenceGraph, LevelSchedule, dependence_graph, level_sets, permute_csr,
 )
+from schedules.sparse.peers import compare_spmm
+from schedules.sparse.plan import Plan, inspect
 from schedules.sparse.selection import (
     AnalyticCostModel, Candidate, Choice, Selector, get_default_selector, select_format,
     set_default_selector, sparse_features,
@@ -24,6 +30,11 @@ from schedules.sparse.transforms import (
 from schedules.sparse.triangular import GaussSeidel, TriangularSolver, level_segments, sweep_func, sweep_kernel
 
 __all__ = [
+    # inspector/executor entry point
+    "inspect", "Plan", "compare_spmm",
+    # executors
+    "build_executor", "Executor", "ExecParams", "CSRParams", "COOParams", "BCSRParams", "ELLParams",
+    "DIAParams", "CSBParams", "HYBParams", "SELLParams",
     # formats
     "BCSR", "COO", "CSB", "CSR", "DIA", "ELL", "FORMATS", "HYB", "SELL", "SparseFormat",
     # inspectors

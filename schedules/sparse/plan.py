@@ -1,0 +1,111 @@
+"""The inspector/executor entry point: ``plan = inspect(A, n_cols)``; ``exe = plan.build()``.
+
+:func:`inspect` validates ``A`` once, computes its features, asks the selector
+(analytic cost model, or a learned one installed with
+:func:`~schedules.sparse.selection.set_default_selector`) for a format, and
+runs that format's inspector (the data transformation).  :meth:`Plan.build`
+compiles the executor made for the representation (once per signature,
+through the kernel cache).  ``exe(B)`` then computes ``A @ B`` for numpy or
+TVM tensors.
+
+>>> import numpy as np
+>>> from tvm_ext.workloads import block_fem
+>>> A = block_fem(50, 3, 3, seed=0)
+>>> plan = inspect(A, n_cols=8)
+>>> plan.format_name, plan.args
+('bcsr', {'R': 3, 'C': 3})
+>>> B = np.ones((A.shape[1], 8), dtype="float32")
+>>> bool(np.allclose(plan.build()(B), A @ B, rtol=1e-4))
+True
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from schedules.sparse.formats import SparseFormat
+from schedules.sparse.inspectors import INSPECTORS
+from schedules.sparse.selection import Candidate, Choice, Selector, select_format, sparse_features
+from tvm_ext.errors import ConfigError, InputError
+from tvm_ext.workloads import canonical_csr
+
+__all__ = ["Plan", "inspect"]
+
+
+@dataclass
+class Plan:
+    """A chosen representation of one matrix, ready to build executors."""
+
+    choice: Choice
+    format: SparseFormat
+    n_cols: int
+    matrix: Any = field(repr=False)  # the validated CSR the format was built from
+    features: dict[str, Any] = field(repr=False, default_factory=dict)
+    inspect_seconds: float = 0.0
+    select_seconds: float = 0.0
+
+    @property
+    def format_name(self) -> str:
+        return self.choice.format
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return self.choice.args
+
+    @property
+    def label(self) -> str:
+        return self.choice.candidate.label
+
+    def build(self, target: Any = None, *, kind: str | None = None, params: Any = None,
+              transpose: bool = False):
+        """Compile (or fetch) the executor for this plan's format.
+
+        ``kind`` defaults to ``"spmv"`` when the plan was made for one column.
+        """
+        from schedules.sparse.executors import build_executor
+
+        kind = kind or ("spmv" if self.n_cols == 1 else "spmm")
+        return build_executor(self.format, self.n_cols, kind=kind, params=params, target=target,
+                              transpose=transpose)
+
+    def explain(self) -> str:
+        """Why this format: the reason, the best alternatives, the exclusions."""
+        lines = [f"chose {self.label} ({self.choice.selector} selector): {self.choice.reason}"]
+        ranked = sorted(self.choice.scores.items(), key=lambda kv: kv[1])[:5]
+        if ranked:
+            lines.append("  modelled bytes: " + ", ".join(f"{k} {v / 1e6:.3g} MB" for k, v in ranked))
+        for name, why in sorted(self.choice.excluded.items())[:6]:
+            lines.append(f"  excluded {name}: {why}")
+        lines.append(f"  inspector {self.inspect_seconds * 1e3:.1f} ms, "
+                     f"selection {self.select_seconds * 1e3:.1f} ms")
+        return "\n".join(lines)
+
+
+def _forced_choice(format: str, args: dict[str, Any]) -> Choice:
+    if format not in INSPECTORS:
+        raise ConfigError(f"inspect: unknown format {format!r}; choose from {', '.join(sorted(INSPECTORS))}")
+    cand = Candidate.of(format, **args)
+    return Choice(cand, {}, {}, f"{cand.label} requested by the caller", "user")
+
+
+def inspect(A: Any, n_cols: int = 1, *, dtype: Any = "float32", selector: Selector | None = None,
+            format: str | None = None, **format_args: Any) -> Plan:
+    """Inspect ``A`` for products with ``n_cols``-column operands and build its format.
+
+    ``format=`` (with its inspector arguments, e.g. ``R=2, C=2``) bypasses the
+    selector.
+    """
+    if int(n_cols) != n_cols or n_cols < 1:
+        raise InputError(f"inspect: n_cols must be a positive integer, got {n_cols!r}")
+    csr = canonical_csr(A, dtype=dtype, what="inspect(A)")
+    t0 = time.perf_counter()
+    feats = sparse_features(csr)
+    if format is not None:
+        choice = _forced_choice(format, format_args)
+    else:
+        choice = select_format(csr, int(n_cols), selector=selector, features=feats)
+    t1 = time.perf_counter()
+    fmt = INSPECTORS[choice.format](csr, **choice.args)
+    t2 = time.perf_counter()
+    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t2 - t1, select_seconds=t1 - t0)

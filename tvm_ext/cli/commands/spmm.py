@@ -1,0 +1,42 @@
+"""``tvm-ext spmm NAME|FILE --n 32``: inspect, build, run, and compare with scipy and torch."""
+from __future__ import annotations
+
+from tvm_ext.cli.output import Output
+from tvm_ext.markdown import table
+from tvm_ext.workloads import resolve_matrix
+
+
+def register(subparsers, common) -> None:
+    p = subparsers.add_parser("spmm", parents=[common],
+                              help="sparse x dense product with the inspector-chosen format vs scipy/torch")
+    p.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file")
+    p.add_argument("--n", type=int, default=32, help="columns of the dense operand (1 = SpMV)")
+    p.add_argument("--format", default=None, help="force a format (csr, coo, bcsr, ell, dia, csb, hyb, sell)")
+    p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
+    p.add_argument("--repeat", type=int, default=5, help="timing repeats (best is reported)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> Output:
+    from schedules.sparse import inspect
+    from schedules.sparse.peers import compare_spmm
+
+    A = resolve_matrix(args.matrix, dtype=args.dtype)
+    plan = inspect(A, n_cols=args.n, format=args.format)
+    res = compare_spmm(plan, repeat=args.repeat)
+    res["matrix"] = args.matrix
+    res["reason"] = plan.choice.reason
+    rows = [["tvm-ext " + res["format"], res["gflops"], 1.0],
+            ["scipy.sparse", res["scipy_gflops"], res["gflops"] / res["scipy_gflops"]]]
+    if res["torch_gflops"]:
+        rows.append(["torch.sparse.mm", res["torch_gflops"], res["gflops"] / res["torch_gflops"]])
+    text = "\n".join([
+        f"{args.matrix}: {res['rows']:,} x {res['cols']:,}, nnz {res['nnz']:,}, N = {args.n}, {args.dtype}",
+        plan.explain(),
+        "",
+        table(["kernel", "GFLOP/s", "ours / this"], rows),
+        "" if res["torch_gflops"] else "(torch not installed: no torch peer)",
+        f"max relative error vs scipy: {res['max_rel_err']:.2e}; "
+        f"inspector = {res['inspector_runs']:.1f} executor runs",
+    ])
+    return Output(res, text)
