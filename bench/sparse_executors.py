@@ -4,7 +4,9 @@ For every matrix and N in {1, 8, 32, 128} (N = 1 is SpMV), each format's
 executor (built by ``schedules.sparse.inspectors``, a small built-in sweep of
 format knobs: BCSR R x C, SELL C) is checked against scipy once and timed with
 ``time_evaluator``; ``scipy.sparse`` CSR matmul and ``torch.sparse.mm`` on a
-``torch.sparse_csr_tensor`` are timed in the same run.  The table shows the
+``torch.sparse_csr_tensor`` are timed in the same run.  The format the
+selector picks (``schedules.sparse.inspect``) is timed too, with its
+inspector + selection cost expressed in executor runs.  The table shows the
 best format per row, its ratios to both peers, and the effective bandwidth by
 Sextans' formula ``itemsize * (nnz + N * (2M + K)) / t`` as a share of the
 measured copy bandwidth.  Formats whose padding would blow up (ELL/DIA fill
@@ -21,6 +23,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench.harness import BenchRun, bench_args, copy_bandwidth, geomean, time_python
+from schedules.sparse.peers import torch_spmm
 
 #: Column counts of the issue's benchmark (N = 1 runs the SpMV kernels).
 N_VALUES = (1, 8, 32, 128)
@@ -65,18 +68,6 @@ def _candidates(A: sp.csr_array, kind: str, lanes: int) -> dict[str, Callable[[]
     return out
 
 
-def _torch_mm(A: sp.csr_array, B: np.ndarray) -> Callable[[], Any] | None:
-    try:
-        import torch
-    except ImportError:  # pragma: no cover - torch is an optional peer
-        return None
-    At = torch.sparse_csr_tensor(torch.from_numpy(A.indptr.astype(np.int64)),
-                                 torch.from_numpy(A.indices.astype(np.int64)),
-                                 torch.from_numpy(A.data), size=A.shape)
-    Bt = torch.from_numpy(np.ascontiguousarray(B.reshape(B.shape[0], -1)))
-    return lambda: torch.sparse.mm(At, Bt)
-
-
 def _time_formats(A, B, kind: str, n: int, lanes: int, repeat: int) -> dict[str, float]:
     """Seconds per call of every candidate format that builds and is correct."""
     from schedules.sparse.executors import build_executor
@@ -96,6 +87,21 @@ def _time_formats(A, B, kind: str, n: int, lanes: int, repeat: int) -> dict[str,
             continue
         times[label] = exe.time(B, repeat=repeat).min
     return times
+
+
+def _time_chosen(A, B, n: int, kind: str, repeat: int) -> dict[str, Any]:
+    """What a user gets: ``inspect(A, n)`` picks the format; its time and inspector cost."""
+    import time
+
+    from schedules.sparse import inspect
+
+    t0 = time.perf_counter()
+    plan = inspect(A, n_cols=n, dtype=A.dtype)
+    t_inspect = time.perf_counter() - t0
+    exe = plan.build(kind=kind)
+    t = exe.time(B, repeat=repeat).min
+    return {"chosen": plan.label, "chosen_ms": t * 1e3, "inspect_ms": t_inspect * 1e3,
+            "inspect_runs": t_inspect / t}
 
 
 def main() -> None:
@@ -127,15 +133,17 @@ def main() -> None:
                 B = B[:, 0].copy()
             times = _time_formats(A, B, kind, n, lanes, repeat)
             t_scipy = time_python(lambda: A @ B, repeat=repeat).min
-            torch_fn = _torch_mm(A, B)
+            torch_fn = torch_spmm(A, B)
             t_torch = time_python(torch_fn, repeat=repeat).min if torch_fn else None
             best = min(times, key=times.get)
             t = times[best]
+            chosen = _time_chosen(A, B, n, kind, repeat)
             row = {"matrix": mname, "rows": m, "nnz": A.nnz, "N": n, "best": best,
                    "ours_ms": t * 1e3, "gflops": 2 * A.nnz * n / t / 1e9,
                    "scipy_ms": t_scipy * 1e3, "torch_ms": t_torch * 1e3 if t_torch else None,
                    "bw_share": itemsize * (A.nnz + n * (2 * m + k)) / t / copy_bw,
-                   "csr_x_scipy": t_scipy / times["csr"] if "csr" in times else None}
+                   "csr_x_scipy": t_scipy / times["csr"] if "csr" in times else None,
+                   **chosen}
             row.update({f"gf_{f}": 2 * A.nnz * n / s / 1e9 for f, s in times.items()})
             run.add(row)
             print(f"  {mname} N={n}: best {best} {t * 1e3:.3f} ms, scipy {t_scipy * 1e3:.3f} ms, "
@@ -148,6 +156,11 @@ def _report(run: BenchRun, copy_bw: float) -> None:
     print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; bw_share = Sextans effective bandwidth / copy bandwidth\n")
     print(run.markdown(["matrix", "N", "nnz", "best", "ours_ms", "gflops", "scipy_ms", "torch_ms", "bw_share"],
                        ratios={"x_scipy": ("scipy_ms", "ours_ms"), "x_torch": ("torch_ms", "ours_ms")}))
+    print("\nThe selector's choice (inspect(A, N)): time, ratios, and inspector + selection cost "
+          "in executor runs\n")
+    print(run.markdown(["matrix", "N", "chosen", "chosen_ms", "inspect_ms", "inspect_runs"],
+                       ratios={"x_scipy": ("scipy_ms", "chosen_ms"), "x_torch": ("torch_ms", "chosen_ms"),
+                               "x_best": ("ours_ms", "chosen_ms")}))
     fmts = sorted({key for r in run.rows for key in r if key.startswith("gf_")})
     print("\nGFLOP/s per format (blank: skipped or wrong)\n")
     print(run.markdown(["matrix", "N"] + fmts))
@@ -157,6 +170,10 @@ def _report(run: BenchRun, copy_bw: float) -> None:
     print(f"\nbest format: geomean x_scipy {geomean(xs):.2f} (min {min(xs):.2f}), "
           f"geomean x_torch {geomean(xt):.2f} over {len(xs)} rows")
     print(f"CSR only:    geomean x_scipy {geomean(xc):.2f} (min {min(xc):.2f})")
+    ys = [r["scipy_ms"] / r["chosen_ms"] for r in run.rows]
+    yt = [r["torch_ms"] / r["chosen_ms"] for r in run.rows if r["torch_ms"]]
+    print(f"chosen:      geomean x_scipy {geomean(ys):.2f} (min {min(ys):.2f}), "
+          f"geomean x_torch {geomean(yt):.2f}")
     print("goal: geomean >= 2x scipy and >= 1.5x torch, no row below 1x scipy -> "
           f"{'met' if geomean(xs) >= 2 and geomean(xt) >= 1.5 and min(xs) >= 1 else 'not met'}")
 
