@@ -1,0 +1,123 @@
+"""inspect(A, N) -> Plan -> build() -> exe(B): the public inspector/executor path."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import tvm
+
+from schedules.sparse import Choice, Candidate, inspect, set_default_selector
+from tvm_ext.cli.main import main
+from tvm_ext.errors import ConfigError, InputError, ShapeError
+from tvm_ext.workloads import block_fem, lap2d, load_matrix
+
+RNG = np.random.default_rng(7)
+
+
+def _b(k, n, dtype="float32"):
+    return RNG.standard_normal((k, n)).astype(dtype)
+
+
+def test_plan_chooses_and_explains():
+    A = block_fem(40, 3, 3, seed=2)
+    plan = inspect(A, n_cols=16)
+    assert plan.format_name == "bcsr" and plan.args == {"R": 3, "C": 3}
+    text = plan.explain()
+    assert "bcsr(R=3,C=3)" in text and "modelled bytes" in text and "inspector" in text
+    B = _b(A.shape[1], 16)
+    np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("fmt, args", [("csr", {}), ("ell", {}), ("dia", {}), ("sell", {"C": 8}),
+                                       ("bcsr", {"R": 2, "C": 2}), ("hyb", {}), ("coo", {})])
+def test_forced_formats_agree_with_scipy(fmt, args):
+    A = lap2d(9)
+    plan = inspect(A, n_cols=5, format=fmt, **args)
+    assert plan.format_name == fmt and plan.choice.selector == "user"
+    B = _b(A.shape[1], 5)
+    np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-5, atol=1e-5)
+
+
+def test_spmv_plan_takes_vectors_and_tvm_tensors():
+    A = load_matrix("LFAT5")
+    plan = inspect(A, n_cols=1)
+    exe = plan.build()
+    x = RNG.standard_normal(14).astype("float32")
+    np.testing.assert_allclose(exe(x), A @ x, rtol=1e-5)
+    y = exe(tvm.runtime.tensor(x))
+    assert isinstance(y, tvm.runtime.Tensor)
+    np.testing.assert_allclose(y.numpy(), A @ x, rtol=1e-5)
+
+
+def test_alpha_beta_through_the_plan():
+    A = load_matrix("cora")
+    exe = inspect(A, n_cols=4).build()
+    B, C = _b(A.shape[1], 4), _b(A.shape[0], 4)
+    np.testing.assert_allclose(exe(B, C, alpha=2.0, beta=-0.5), 2 * (A @ B) - 0.5 * C, rtol=1e-4, atol=1e-4)
+
+
+def test_unsorted_duplicate_and_int64_indices_are_canonicalised():
+    rows = np.array([2, 0, 0, 1, 2], dtype=np.int64)
+    cols = np.array([1, 2, 2, 0, 0], dtype=np.int64)
+    vals = np.array([1.0, 2.0, 3.0, 4.0, 5.0])
+    A = sp.coo_array((vals, (rows, cols)), shape=(3, 3))
+    plan = inspect(A, n_cols=2, format="csr")
+    B = _b(3, 2)
+    np.testing.assert_allclose(plan.build()(B), A.toarray() @ B, rtol=1e-5)
+    assert plan.matrix.nnz == 4
+
+
+def test_empty_rows_and_empty_matrix():
+    A = sp.csr_array(np.array([[0.0, 0.0], [1.0, 2.0], [0.0, 0.0]]))
+    B = _b(2, 3)
+    np.testing.assert_allclose(inspect(A, 3).build()(B), A @ B, rtol=1e-6)
+    Z = sp.csr_array((4, 3))
+    out = inspect(Z, 2).build()(_b(3, 2))
+    assert out.shape == (4, 2) and not out.any()
+
+
+def test_bad_input_gives_clear_errors():
+    with pytest.raises(InputError, match="non-finite"):
+        inspect(sp.csr_array(np.array([[np.nan, 1.0]])), 1)
+    with pytest.raises(InputError, match="n_cols"):
+        inspect(lap2d(3), 0)
+    with pytest.raises(ConfigError, match="unknown format"):
+        inspect(lap2d(3), 2, format="jagged")
+    exe = inspect(lap2d(3), 2).build()
+    with pytest.raises(InputError, match="dtype"):
+        exe(np.ones((9, 2), dtype="float64"))
+    with pytest.raises(ShapeError, match="rows"):
+        exe(np.ones((8, 2), dtype="float32"))
+    with pytest.raises(InputError, match="NaN"):
+        exe(np.full((9, 2), np.nan, dtype="float32"))
+
+
+def test_a_learned_selector_plugs_in():
+    class AlwaysELL:
+        name = "always-ell"
+
+        def choose(self, features, n_cols):
+            return Choice(Candidate.of("ell"), {}, {}, "test selector", self.name)
+
+    try:
+        set_default_selector(AlwaysELL())
+        plan = inspect(lap2d(5), 3)
+    finally:
+        set_default_selector(None)
+    assert plan.format_name == "ell" and plan.choice.selector == "always-ell"
+
+
+def test_cli_spmm_json(capsys):
+    assert main(["spmm", "LFAT5", "--n", "4", "--repeat", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    for key in ("format", "gflops", "scipy_gflops", "torch_gflops", "max_rel_err"):
+        assert key in data
+    assert data["max_rel_err"] < 1e-5 and data["gflops"] > 0
+
+
+def test_cli_spmm_text_names_the_peers(capsys):
+    assert main(["spmm", "LFAT5", "--n", "1", "--repeat", "2", "--format", "csr"]) == 0
+    out = capsys.readouterr().out
+    assert "scipy.sparse" in out and "csr" in out
