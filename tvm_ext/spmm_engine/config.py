@@ -20,11 +20,11 @@ True
 """
 from __future__ import annotations
 
-import json
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import dataclass
 from typing import Any
 
 from tvm_ext.errors import ConfigError
+from tvm_ext.json_config import JsonConfig
 
 __all__ = [
     "EngineConfig",
@@ -46,30 +46,13 @@ NZ_ORDERS = ("column", "row")
 _VALUE_BITS = 32  # fp32 value field of the 64-bit word (§3.2)
 
 
-def _from_dict(cls, data: dict[str, Any], what: str):
-    if not isinstance(data, dict):
-        raise ConfigError(f"{what}: expected a JSON object, got {type(data).__name__}")
-    known = {f.name for f in fields(cls)}
-    unknown = sorted(set(data) - known)
-    if unknown:
-        raise ConfigError(f"{what}: unknown field(s) {unknown}; known: {sorted(known)}")
-    return cls(**data)
-
-
-def _loads(text: str, what: str) -> dict[str, Any]:
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ConfigError(f"{what}: invalid JSON ({e})") from None
-
-
 def _positive_int(what: str, name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, int) or value < 1:
         raise ConfigError(f"{what}: {name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)
-class EngineConfig:
+class EngineConfig(JsonConfig):
     """Structure of one Sextans engine (defaults: the U280 prototype).
 
     * ``pes``: P processing engines (8 PEGs x 8 PEs); A's rows go to PE ``row mod P``.
@@ -132,31 +115,10 @@ class EngineConfig:
         """Processing engine groups (one A channel each)."""
         return -(-self.pes // self.pes_per_peg)
 
-    def replace(self, **changes: Any) -> "EngineConfig":
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field."""
-        return asdict(self)
-
-    def to_json(self) -> str:
-        """JSON text that :meth:`from_json` reads back."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "EngineConfig":
-        """Build from a dict (unknown keys raise :class:`ConfigError`)."""
-        return _from_dict(cls, data, "EngineConfig")
-
-    @classmethod
-    def from_json(cls, text: str) -> "EngineConfig":
-        """Inverse of :meth:`to_json`."""
-        return cls.from_dict(_loads(text, "EngineConfig"))
 
 
 @dataclass(frozen=True)
-class Platform:
+class Platform(JsonConfig):
     """Clock, HBM and power of one Sextans platform (Table 3, §2.3, §3.1.1).
 
     Each matrix class streams over its own HBM pseudo-channels, each of
@@ -208,27 +170,6 @@ class Platform:
             raise ConfigError(f"{self.name}: unknown matrix class {cls!r}")
         return channels * self.channel_gbs * 1e9
 
-    def replace(self, **changes: Any) -> "Platform":
-        """A copy with some fields changed (validated again)."""
-        return replace(self, **changes)
-
-    def to_dict(self) -> dict[str, Any]:
-        """Plain dict of every field."""
-        return asdict(self)
-
-    def to_json(self) -> str:
-        """JSON text that :meth:`from_json` reads back."""
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> "Platform":
-        """Build from a dict (unknown keys raise :class:`ConfigError`)."""
-        return _from_dict(cls, data, "Platform")
-
-    @classmethod
-    def from_json(cls, text: str) -> "Platform":
-        """Inverse of :meth:`to_json`."""
-        return cls.from_dict(_loads(text, "Platform"))
 
 
 # Table 3: the U280 prototype (32 pseudo-channels x 14.375 GB/s = 460 GB/s).
