@@ -19,8 +19,9 @@ from dataclasses import dataclass
 
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
-from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
-                                                parallel_items, parse_prim_func, prim_func_source)
+from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, check_consumer, check_dtype,
+                                                consumer_buffers, parallel_items, parse_prim_func,
+                                                prim_func_source)
 from schedules.sparse.executors.partition import balanced_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
@@ -41,17 +42,20 @@ class BCSRParams(ExecParams):
     ``R * unroll`` accumulators fit in the vector registers."""
 
 
-def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spmm") -> str:
-    """TVMScript text of the BCSR executor for R x C blocks."""
+def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spmm",
+                consumer: RowConsumer | None = None) -> str:
+    """TVMScript text of the BCSR executor for R x C blocks (``consumer``: see
+    :func:`~schedules.sparse.executors.csr.csr_source`)."""
     dtype = check_dtype(dtype)
     _check_block(R, C)
     spmv = kind == "spmv"
+    check_consumer(consumer, kind, params)
     bufs = [Buffer("a_indptr", "indptr", ("MBP",), "int32"),
             Buffer("a_bcol", "bcol", ("NB",), "int32"),
             Buffer("a_data", "data", ("NB", str(R), str(C)), dtype)]
     if params.parallel:
         bufs.append(Buffer("a_part", "part", ("NP",), "int32"))
-    bufs += dense_buffers(kind, dtype)
+    bufs += consumer_buffers(consumer, kind, dtype)
     code = Code()
 
     def blocks(code_: Code, tier, fma) -> None:
@@ -62,16 +66,26 @@ def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spm
 
         emit_interleaved(code_, "b", "indptr[vb]", "indptr[vb + 1]", tier_chains(tier, R), block)
 
-    with parallel_items(code, "ib", "MBP - 1", params.parallel):
+    with parallel_items(code, "ib", "MBP - 1", params.parallel,
+                        prologue=consumer.part_prologue if consumer else None,
+                        epilogue=consumer.part_epilogue if consumer else None):
+        if consumer is not None and consumer.row_prologue is not None:
+            with code.block(f"for r0 in range({R}):" if R > 1 else None):
+                row = f"ib * {R} + r0" if R > 1 else "ib"
+                with code.block(f"if {row} < M:" if R > 1 else None):
+                    consumer.row_prologue(code, row)
         emit_row_blocks(code, name="block_row",
                         tiers=column_tiers(params.lanes, params.unroll, spmv=spmv), dtype=dtype,
                         bindings=["vb = T.axis.spatial(MBP - 1, ib)"], rows=R,
                         c_row=lambda r: f"vb * {R} + {r}",
                         row_ok=(lambda r: f"vb * {R} + {r} < M") if R > 1 else None,
-                        accumulate=blocks, chains=lambda t: tier_chains(t, R))
+                        accumulate=blocks, chains=lambda t: tier_chains(t, R), consumer=consumer)
+    if consumer is not None and consumer.epilogue is not None:
+        consumer.epilogue(code)
     sizes = ["M", "K", "MBP", "NB"] + (["N"] if not spmv else []) + (["NP"] if params.parallel else [])
-    return prim_func_source(f"bcsr{R}x{C}_{kind}", bufs, [("alpha", dtype), ("beta", dtype)],
-                            sizes, code)
+    sizes += [v for v in (consumer.size_vars if consumer else ()) if v not in sizes]
+    name = f"bcsr{R}x{C}_{kind}" + ("_fused" if consumer else "")
+    return prim_func_source(name, bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
 
 
 def _check_block(R: int, C: int) -> None:
@@ -115,6 +129,9 @@ class BCSRKernels(FormatKernels):
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(bcsr_source(params, fmt.data.dtype.name, fmt.R, fmt.C, kind))
+
+    def fused_primfunc(self, fmt, params, consumer):
+        return parse_prim_func(bcsr_source(params, fmt.data.dtype.name, fmt.R, fmt.C, "spmm", consumer))
 
     def signature(self, fmt, params, kind, transpose):
         return ("bcsr", kind, fmt.data.dtype.name, fmt.R, fmt.C, params.kernel_key())

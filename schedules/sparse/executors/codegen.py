@@ -17,14 +17,15 @@ from __future__ import annotations
 
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from tvm_ext.errors import ConfigError, InputError
 
-__all__ = ["Code", "Buffer", "parallel_items", "dense_buffers", "prim_func_source", "parse_prim_func", "check_dtype",
-           "native_lanes", "SUPPORTED_DTYPES"]
+__all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_buffers", "consumer_buffers",
+           "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype", "native_lanes",
+           "SUPPORTED_DTYPES"]
 
 #: Value dtypes the executors are generated for.
 SUPPORTED_DTYPES = ("float32", "float64")
@@ -153,18 +154,84 @@ def _target_features(target_str: str) -> frozenset:
     return feats
 
 
+@dataclass(frozen=True)
+class RowConsumer:
+    """Work fused into a row-tile SpMM executor (an epilogue hook, GOGETA's pipelining).
+
+    A row-tile executor (CSR, BCSR) finishes each output row tile in
+    registers; a consumer uses it there instead of re-reading ``C`` later:
+
+    * ``buffers`` / ``size_vars``: extra kernel parameters, after ``C_out``
+      (before the scalars) and the symbolic sizes they bind;
+    * ``bindings``: extra block-axis lines; the part index ``t`` of the
+      parallel loop is bound as ``vt`` (consumers force a parallel kernel);
+    * ``part_prologue(code)`` / ``part_epilogue(code)``: inside the parallel
+      loop, before / after the part's rows (``t`` in scope), e.g. declare and
+      zero a per-part accumulator, then store it to a partial-sum workspace;
+    * ``row_prologue(code, row)``: before the row tiles of item ``row``;
+    * ``row_tile(code, tier, row, value)``: inside each row-tile block, after
+      the tile is final; ``value(lane)`` is the TIR expression of the finished
+      output at tile lane ``lane`` (``tier.lane()`` inside ``tier.emit``);
+    * ``epilogue(code)``: after the parallel loop (e.g. reduce the partials);
+    * ``writes_c``: ``False`` drops ``C_in``/``C_out`` (the product is consumed,
+      never stored) and needs ``alpha * acc`` only (``beta`` is ignored);
+    * ``key``: what the consumer adds to the kernel-cache signature.
+    """
+
+    key: tuple
+    row_tile: Callable
+    buffers: tuple = ()
+    size_vars: tuple = ()
+    part_prologue: Callable | None = None
+    part_epilogue: Callable | None = None
+    row_prologue: Callable | None = None
+    epilogue: Callable | None = None
+    writes_c: bool = True
+
+    @property
+    def bindings(self) -> tuple[str, ...]:
+        return ("vt = T.axis.spatial(NP - 1, t)",)
+
+
 @contextmanager
 def parallel_items(code: Code, var: str, extent: str, parallel: bool,
-                   part: str = "part", count: str = "NP") -> Iterator[None]:
+                   part: str = "part", count: str = "NP",
+                   prologue: Callable[[Code], None] | None = None,
+                   epilogue: Callable[[Code], None] | None = None) -> Iterator[None]:
     """Loop ``var`` over items: ``T.parallel`` over the parts of the ``part``
-    boundary array (``count`` entries), or a plain serial ``range(extent)``."""
+    boundary array (``count`` entries), or a plain serial ``range(extent)``.
+    ``prologue(code)`` / ``epilogue(code)`` are emitted in each part before /
+    after its items (parallel only)."""
     if parallel:
         with code.block(f"for t in T.parallel({count} - 1):"):
+            if prologue is not None:
+                prologue(code)
             with code.block(f"for {var} in range({part}[t], {part}[t + 1]):"):
                 yield
+            if epilogue is not None:
+                epilogue(code)
     else:
         with code.block(f"for {var} in range({extent}):"):
             yield
+
+
+def check_consumer(consumer: RowConsumer | None, kind: str, params) -> None:
+    """A consumer needs an SpMM kernel with the parallel part loop (``vt`` = part)."""
+    if consumer is None:
+        return
+    if kind != "spmm":
+        raise ConfigError(f"a fused row consumer needs kind='spmm', got {kind!r}")
+    if not params.parallel:
+        raise ConfigError("a fused row consumer needs a parallel kernel (its partial sums are per part)")
+
+
+def consumer_buffers(consumer: RowConsumer | None, kind: str, dtype: str) -> list[Buffer]:
+    """The dense buffers of an executor with ``consumer``: ``B``, ``C_in``, ``C_out``
+    (only ``B`` when the consumer does not store the product), then the consumer's."""
+    dense = dense_buffers(kind, dtype)
+    if consumer is None:
+        return dense
+    return (dense if consumer.writes_c else dense[:1]) + list(consumer.buffers)
 
 
 def dense_buffers(kind: str, dtype: str, in_rows: str = "K", out_rows: str = "M") -> list[Buffer]:

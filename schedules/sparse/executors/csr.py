@@ -16,8 +16,9 @@ from dataclasses import dataclass
 
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
-from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
-                                                parallel_items, parse_prim_func, prim_func_source)
+from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, check_consumer, check_dtype,
+                                                consumer_buffers, parallel_items, parse_prim_func,
+                                                prim_func_source)
 from schedules.sparse.executors.partition import balanced_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
@@ -37,16 +38,23 @@ class CSRParams(ExecParams):
     sums over a row's non-zeros (default :data:`SPMV_PARTIAL_SUMS`)."""
 
 
-def _emit_spmm(code: Code, params: ExecParams, dtype: str) -> None:
+def _emit_spmm(code: Code, params: ExecParams, dtype: str, consumer: RowConsumer | None = None) -> None:
     def nonzeros(code_: Code, tier, fma) -> None:
         # the row's non-zeros interleaved over accumulator chains (latency hiding)
         emit_interleaved(code_, "p", "indptr[vi]", "indptr[vi + 1]", tier_chains(tier),
                          lambda c, p, k: fma(c, f"data[{p}]", f"indices[{p}]", "0", k))
 
-    with parallel_items(code, "i", "M", params.parallel):
+    with parallel_items(code, "i", "M", params.parallel,
+                        prologue=consumer.part_prologue if consumer else None,
+                        epilogue=consumer.part_epilogue if consumer else None):
+        if consumer is not None and consumer.row_prologue is not None:
+            consumer.row_prologue(code, "i")
         emit_row_blocks(code, name="row", tiers=column_tiers(params.lanes, params.unroll, spmv=False),
                         dtype=dtype, bindings=["vi = T.axis.spatial(M, i)"], rows=1,
-                        c_row=lambda r: "vi", row_ok=None, accumulate=nonzeros, chains=tier_chains)
+                        c_row=lambda r: "vi", row_ok=None, accumulate=nonzeros, chains=tier_chains,
+                        consumer=consumer)
+    if consumer is not None and consumer.epilogue is not None:
+        consumer.epilogue(code)
 
 
 def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
@@ -79,23 +87,31 @@ def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
                 code("C_out[vi] = alpha * acc[0] + beta * C_in[vi]")
 
 
-def csr_source(params: ExecParams, dtype: str, kind: str = "spmm") -> str:
+def csr_source(params: ExecParams, dtype: str, kind: str = "spmm",
+               consumer: RowConsumer | None = None) -> str:
     """TVMScript text of the CSR executor (``params`` resolved).
 
     For SpMV ``params.unroll`` is the number of interleaved partial sums.
+    ``consumer`` fuses work on each finished row tile (SpMM, parallel only).
     """
     dtype = check_dtype(dtype)
     spmv = kind == "spmv"
+    check_consumer(consumer, kind, params)
     bufs = [Buffer("a_indptr", "indptr", ("M + 1",), "int32"),
             Buffer("a_indices", "indices", ("NNZ",), "int32"),
             Buffer("a_data", "data", ("NNZ",), dtype)]
     if params.parallel:
         bufs.append(Buffer("a_part", "part", ("NP",), "int32"))
-    bufs += dense_buffers(kind, dtype)
+    bufs += consumer_buffers(consumer, kind, dtype)
     code = Code()
-    (_emit_spmv if spmv else _emit_spmm)(code, params, dtype)
+    if spmv:
+        _emit_spmv(code, params, dtype)
+    else:
+        _emit_spmm(code, params, dtype, consumer)
     sizes = ["M", "K", "NNZ"] + (["N"] if not spmv else []) + (["NP"] if params.parallel else [])
-    return prim_func_source(f"csr_{kind}", bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
+    sizes += [v for v in (consumer.size_vars if consumer else ()) if v not in sizes]
+    name = f"csr_{kind}" + ("_fused" if consumer else "")
+    return prim_func_source(name, bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
 
 
 
@@ -136,6 +152,9 @@ class CSRKernels(FormatKernels):
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(csr_source(params, fmt.data.dtype.name, kind))
+
+    def fused_primfunc(self, fmt, params, consumer):
+        return parse_prim_func(csr_source(params, fmt.data.dtype.name, "spmm", consumer))
 
     def signature(self, fmt, params, kind, transpose):
         return ("csr", kind, fmt.data.dtype.name, params.kernel_key())

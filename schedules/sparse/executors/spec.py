@@ -132,6 +132,12 @@ class FormatKernels(ABC):
                threads: int) -> list[np.ndarray]:
         """Format and partition arrays in PrimFunc argument order."""
 
+    def fused_primfunc(self, fmt, params: ExecParams, consumer):
+        """The SpMM PrimFunc with a :class:`~schedules.sparse.executors.codegen.RowConsumer`
+        fused into its row tiles (row-tile formats only: CSR, BCSR)."""
+        raise ConfigError(f"format {self.format_name!r} has no row-tile SpMM executor to fuse a "
+                          "consumer into (use csr or bcsr)")
+
     def scalars(self, fmt, transpose: bool) -> list[int]:
         """int32 scalar arguments after ``C_out`` (CSB's block grid)."""
         return []

@@ -147,7 +147,7 @@ def emit_row_blocks(code: Code, *, name: str, tiers: Sequence[Tier], dtype: str,
                     bindings: Sequence[str], rows: int, c_row: Callable[[str], str],
                     row_ok: Callable[[str], str] | None,
                     accumulate: Callable[[Code, Tier, FmaEmitter], None],
-                    chains: Callable[[Tier], int] | None = None) -> None:
+                    chains: Callable[[Tier], int] | None = None, consumer=None) -> None:
     """Emit one block per tier: zero the accumulators, run the format's
     non-zero loop (``accumulate``), write ``C_out = alpha*acc + beta*C_in``.
 
@@ -156,12 +156,15 @@ def emit_row_blocks(code: Code, *, name: str, tiers: Sequence[Tier], dtype: str,
     the matrix (BCSR's last block row) or ``None``.  ``chains(tier)`` > 1
     allocates that many accumulator sets (``acc[chain * rows + r]``) that the
     non-zero loop may interleave; they are summed before the write.
+    ``consumer`` (a :class:`~schedules.sparse.executors.codegen.RowConsumer`)
+    adds its bindings and runs its ``row_tile`` on each finished tile, after
+    the write (or instead of it when ``consumer.writes_c`` is false).
     """
     for tier in tiers:
         n_chain = chains(tier) if chains else 1
         with code.block(tier.header):
             with code.block(f'with T.sblock("{name}{tier.suffix}"):'):
-                for line in bindings:
+                for line in (*bindings, *(consumer.bindings if consumer else ())):
                     code(line)
                 if tier.binding:
                     code(tier.binding)
@@ -181,7 +184,26 @@ def emit_row_blocks(code: Code, *, name: str, tiers: Sequence[Tier], dtype: str,
                         _for_rows(code, rows, lambda r: tier.emit(
                             code, f"acc[{r}, {tier.lane()}] = acc[{r}, {tier.lane()}] + "
                                   f"acc[(k + 1) * {rows} + {r}, {tier.lane()}]"))
-                _emit_write(code, tier, dtype, rows, c_row, row_ok)
+                if consumer is None or consumer.writes_c:
+                    _emit_write(code, tier, dtype, rows, c_row, row_ok)
+                if consumer is not None:
+                    _emit_consumer(code, tier, rows, c_row, row_ok, consumer)
+
+
+def _emit_consumer(code: Code, tier: Tier, rows: int, c_row, row_ok, consumer) -> None:
+    """Run ``consumer.row_tile`` on each finished row of the tile (stored ``C_out``
+    or, when the product is not stored, ``alpha * acc``)."""
+    def one(r: str) -> None:
+        row = c_row(r)
+        if consumer.writes_c:
+            def value(lane: str) -> str:
+                return f"C_out[{row}, {tier.base} + {lane}]"
+        else:
+            def value(lane: str) -> str:
+                return f"alpha * acc[{r}, {lane}]"
+        with code.block(f"if {row_ok(r)}:" if row_ok else None):
+            consumer.row_tile(code, tier, row, value)
+    _for_rows(code, rows, one)
 
 
 def _for_rows(code: Code, rows: int, body: Callable[[str], None]) -> None:
