@@ -34,7 +34,21 @@ from schedules.fusion.builders import (
     workload_dag,
 )
 from schedules.fusion.einsum_dag import EinsumDAG, EinsumSpec, Edge, Op, Operand, TensorSpec, parse_einsum
+from schedules.fusion.block_cg import BlockCG, BlockCGResult, SolveInfo, block_cg, block_cg_numpy, spd_pinv_solve
+from schedules.fusion.cg_compare import compare_block_cg, modelled_traffic, scipy_cg_columns
+from schedules.fusion.gcn import GCNLayer, gcn_layer, gcn_layer_numpy
 from schedules.fusion.groups import FusionGroup, FusionPlan, fusion_groups, plan_fusion
+from schedules.fusion.kernels import (
+    GroupKernel,
+    RowOp,
+    assign_storage,
+    build_step_kernels,
+    iteration_ops,
+    row_form,
+    schedule_steps,
+    stored_tensors,
+    streamed_rank,
+)
 from schedules.fusion.loop_order import LoopOrders, assign_loop_orders, fig8_notation, gemm_notation, is_swizzled
 from schedules.fusion.patterns import (
     PARALLEL_MULTICAST,
@@ -92,4 +106,10 @@ __all__ = [
     "geomean_reduction", "CONFIGS", "ASSUMPTIONS", "PAPER_GEOMEAN",
     "derive_table1", "chain_formulas", "PAPER_TABLE1", "ai_best_gemm", "ai_best_spmm", "dag_ai_best",
     "fusion_report",
+    # fused TVM kernels, block CG and the GCN layer on them
+    "GroupKernel", "RowOp", "assign_storage", "build_step_kernels", "iteration_ops", "row_form",
+    "schedule_steps", "stored_tensors", "streamed_rank",
+    "BlockCG", "BlockCGResult", "SolveInfo", "block_cg", "block_cg_numpy", "spd_pinv_solve",
+    "GCNLayer", "gcn_layer", "gcn_layer_numpy",
+    "compare_block_cg", "modelled_traffic", "scipy_cg_columns",
 ]

@@ -49,7 +49,7 @@ from schedules.sparse.triangular import (
 from tvm_ext.errors import ConvergenceError, InputError
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["PCG", "PCGResult", "pcg", "PRECONDITIONERS"]
+__all__ = ["PCG", "PCGResult", "pcg", "spd_precheck", "PRECONDITIONERS"]
 
 PRECONDITIONERS = ("sgs", "jacobi", "none")
 
@@ -100,7 +100,7 @@ class PCGResult:
         }
 
 
-def _spd_precheck(A: sp.csr_array) -> str | None:
+def spd_precheck(A: sp.csr_array) -> str | None:
     """Cheap O(nnz) evidence that ``A`` is not SPD (None if none found)."""
     d = A.diagonal()
     bad = np.flatnonzero(~(d > 0))
@@ -145,7 +145,7 @@ class PCG:
         self.dtype = _check_dtype(A.dtype, "pcg matrix")
         self.n = A.shape[0]
         self.preconditioner = preconditioner
-        self.problem = _spd_precheck(A) if self.n else None
+        self.problem = spd_precheck(A) if self.n else None
         self.gs: GaussSeidel | None = None
         self.inspector_breakdown: dict[str, float] = {}
         if preconditioner == "sgs" and self.problem is None and self.n:
