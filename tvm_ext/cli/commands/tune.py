@@ -1,0 +1,126 @@
+"""``tvm-ext tune TASK ... --trials N --db DIR``: a resumable autotuning session.
+
+TASK forms (see :mod:`tvm_ext.tuning.tasks`)::
+
+    tvm-ext tune gemm --shape M N K --trials 64 --db tune.db
+    tvm-ext tune spmm NAME|FILE --n N --trials 64 --db tune.db
+    tvm-ext tune cg NAME|FILE --n N --trials 32 --db tune.db
+    tvm-ext tune sextans NAME|FILE --n N --trials 100 --db tune.db
+    tvm-ext tune accel --workload matmul --shape M K N --trials 30 --db tune.db
+    tvm-ext tune spmm cora --n 64 --trials 64 --db tune.db --rpc-tracker HOST:9190 --rpc-key cpu
+    tvm-ext tune selector [--size tiny|small|medium] [--n 8 32 128] [--model PATH]
+
+``selector`` trains the learned sparse-format selector on a measured corpus
+of generated matrices, prints its regret on held-out matrices next to the
+analytic model's, and saves it where ``tvm_ext.tuning.load_default`` finds it.
+
+A progress bar with the best-so-far goes to stderr; ``--json`` prints one
+object with ``best_seconds`` (``best_cycles`` for simulated tasks),
+``default_seconds`` / ``default_cycles`` and ``records``.  Running the same
+command again continues an interrupted session from its database.
+"""
+from __future__ import annotations
+
+import argparse
+
+from tvm_ext.cli.output import Output, table
+from tvm_ext.errors import InputError, TuningError
+
+
+def register(subparsers, common) -> None:
+    p = subparsers.add_parser("tune", parents=[common], help="autotune a kernel or a hardware model (resumable)",
+                              description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("task", metavar="TASK", help="gemm, spmm, cg, sextans or accel")
+    p.add_argument("matrix", metavar="NAME|FILE", nargs="?", help="matrix of spmm/cg/sextans (bundled name or .mtx)")
+    p.add_argument("--shape", type=int, nargs="+", metavar="SIZE", help="gemm: M N K; accel: M K N or BATCH HIDDEN")
+    p.add_argument("--n", type=int, nargs="+", help="columns of B (spmm, sextans) or right-hand sides (cg); "
+                   "selector: the N values of the corpus")
+    p.add_argument("--size", default="small", help="selector: corpus size tiny, small or medium (default small)")
+    p.add_argument("--model", metavar="PATH", help="selector: where to save the model (default: the user cache)")
+    p.add_argument("--workload", default="matmul", help="accel: matmul or gru (default matmul)")
+    p.add_argument("--system", default="default", help="accel: system graph name (default 'default')")
+    p.add_argument("--platform", default="sextans", help="sextans: platform (sextans, sextans-p)")
+    p.add_argument("--trials", type=int, default=64, help="total trials of the task in the database (default 64)")
+    p.add_argument("--db", metavar="DIR", help="database directory (created; resumed if present)")
+    p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on servers registered with this tracker")
+    p.add_argument("--rpc-key", metavar="KEY", help="server key to request from the tracker")
+    p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
+    p.set_defaults(func=run)
+
+
+def _make(args):
+    from tvm_ext.tuning.tasks import make_task
+
+    kind = args.task
+    if kind == "gemm":
+        return make_task("gemm", shape=args.shape)
+    if kind == "accel":
+        kw = {"workload": args.workload, "system": args.system}
+        return make_task("accel", shape=args.shape, **kw)
+    extra = {"platform": args.platform} if kind == "sextans" else {}
+    if args.n is not None and len(args.n) != 1:
+        raise InputError(f"{kind} task: --n takes one value, got {args.n}")
+    return make_task(kind, matrix=args.matrix, n=args.n[0] if args.n else None, **extra)
+
+
+def run(args) -> Output:
+    from tvm_ext.tuning.rpc import RPCSettings
+    from tvm_ext.tuning.session import run_session
+
+    if args.task == "selector":
+        return _run_selector(args)
+    if not args.db:
+        raise TuningError("tvm-ext tune: --db DIR is required (the database the session writes and resumes)")
+    task = _make(args)
+    rpc = RPCSettings.parse(args.rpc_tracker, args.rpc_key) if (args.rpc_tracker or args.rpc_key) else None
+    if rpc is not None and not args.rpc_tracker:
+        raise TuningError("--rpc-key needs --rpc-tracker HOST:PORT")
+    result = run_session(task, args.db, args.trials, rpc=rpc, seed=args.seed, progress=not args.no_progress)
+    data = result.to_dict()
+    return Output(data, render(result))
+
+
+def _run_selector(args) -> Output:
+    import sys
+
+    from tvm_ext.tuning.selector import train_default
+
+    n_values = tuple(args.n) if args.n else (8, 32, 128)
+    say = None if args.no_progress else (lambda line: sys.stderr.write(f"selector: {line}\n"))
+    rep = train_default(args.size, n_values, path=args.model, seed=args.seed, progress=say)
+    rows = [[who, rep[who]["mean_regret"], rep[who]["geomean_slowdown"], rep[who]["max_regret"],
+             rep[who]["hit_rate"]] for who in ("learned", "analytic")]
+    text = "\n".join([
+        f"corpus      {rep['matrices']} matrices, {rep['corpus_cases']} (matrix, N) cases, measured in "
+        f"{rep['measure_seconds']:.0f} s",
+        f"held out    {', '.join(rep['held_out'])} ({rep['held_out_cases']} cases, never trained on)", "",
+        table(["selector", "mean regret", "geomean slowdown", "max regret", "hit rate"], rows), "",
+        f"model saved to {rep['model']} (installed for this process; tvm_ext.tuning.load_default() installs it)"])
+    data = {k: v for k, v in rep.items() if k != "rows"}
+    return Output(data, text)
+
+
+def render(result) -> str:
+    """Human-readable summary of a :class:`~tvm_ext.tuning.session.SessionResult`."""
+    from tvm_ext.tuning.progress import format_cost
+
+    speed = f"{result.speedup:.2f}x" if result.speedup else "-"
+    rows = [["default (untuned)", format_cost(result.default, result.unit), "1.00x"],
+            ["best tuned", format_cost(result.best, result.unit), speed]]
+    lines = [f"task        {result.description}",
+             f"engine      {result.engine}" + (f" over RPC {result.rpc}" if result.rpc else ""),
+             f"records     {result.records} ({result.new_records} new this session, budget {result.trials})",
+             f"time        {result.seconds:.1f} s", "",
+             table(["", "cost", "speed-up"], rows), ""]
+    for group, cfg in result.best_config.items():
+        shown = {k: v for k, v in cfg.items() if k not in ("decisions",)}
+        lines.append(f"best {group}: " + ", ".join(f"{k}={v}" for k, v in shown.items()))
+        if cfg.get("decisions"):
+            lines.append("  decisions: " + ", ".join(f"{k}={v}" for k, v in cfg["decisions"]))
+    if result.verified is not None:
+        err = f" (max rel err {result.max_rel_err:.2g})" if result.max_rel_err is not None else ""
+        lines.append(f"replayed best record checked: {'ok' if result.verified else 'MISMATCH'}{err}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    return "\n".join(lines)
