@@ -81,3 +81,21 @@ def test_selector_hook_and_fallback():
     finally:
         set_default_selector(None)
     assert isinstance(get_default_selector(), AnalyticCostModel)
+
+
+def test_trained_selector_is_loaded_by_name(monkeypatch):
+    import schedules.sparse.selection as sel
+
+    monkeypatch.setattr(sel, "_default_selector", None)
+    monkeypatch.setenv("TVM_EXT_SELECTOR", f"{__name__}:_fixed_loader")
+    try:
+        assert sel.get_default_selector().name == "fixed"
+        monkeypatch.setattr(sel, "_default_selector", None)
+        monkeypatch.setenv("TVM_EXT_SELECTOR", "no.such.module:load")
+        assert isinstance(sel.get_default_selector(), AnalyticCostModel)
+    finally:
+        set_default_selector(None)
+
+
+def _fixed_loader(install=False):
+    return _Fixed()

@@ -17,8 +17,9 @@ each candidate representation:
 Candidates the representation cannot hold efficiently are excluded with a
 reason (DIA with more slots than ``max_padding x nnz``, ...).  The learned
 selector of the tuning package implements the same :class:`Selector`
-protocol and is installed with :func:`set_default_selector`; until then the
-analytic model decides.
+protocol; once trained and saved it is loaded on first use (see
+:data:`DEFAULT_SELECTOR_LOADER`) or installed with :func:`set_default_selector`;
+until then the analytic model decides.
 
 >>> from tvm_ext.workloads import lap2d, block_fem
 >>> select_format(block_fem(200, 4, 4), n_cols=32).format
@@ -26,6 +27,8 @@ analytic model decides.
 """
 from __future__ import annotations
 
+import importlib
+import os
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -217,7 +220,12 @@ class AnalyticCostModel:
         return Choice(best, {c.label: s for c, s in scores.items()}, excluded, reason, self.name)
 
 
-_default_selector: Selector = AnalyticCostModel()
+#: ``module:function`` returning a trained :class:`Selector` (or None); read
+#: from ``$TVM_EXT_SELECTOR`` (``off`` disables).  Named, not imported, so
+#: ``schedules`` keeps no import of the tuning package that trains it.
+DEFAULT_SELECTOR_LOADER = "tvm_ext.tuning.selector:load_default"
+
+_default_selector: Selector | None = None
 
 
 def set_default_selector(selector: Selector | None) -> None:
@@ -226,8 +234,28 @@ def set_default_selector(selector: Selector | None) -> None:
     _default_selector = selector if selector is not None else AnalyticCostModel()
 
 
+def _load_trained_selector() -> Selector | None:
+    spec = os.environ.get("TVM_EXT_SELECTOR", DEFAULT_SELECTOR_LOADER)
+    if spec.lower() in ("off", "none", "analytic", ""):
+        return None
+    module, _, func = spec.partition(":")
+    try:
+        loader = getattr(importlib.import_module(module), func)
+        return loader(install=False)
+    except Exception:  # no trained model, or an unreadable one: the analytic model decides
+        return None
+
+
 def get_default_selector() -> Selector:
-    """The selector :func:`select_format` uses when none is passed."""
+    """The selector :func:`select_format` uses when none is passed.
+
+    On first use, a trained selector saved by the tuning package
+    (``tvm-ext tune selector``) is loaded if one exists; otherwise the
+    analytic cost model decides.
+    """
+    global _default_selector
+    if _default_selector is None:
+        _default_selector = _load_trained_selector() or AnalyticCostModel()
     return _default_selector
 
 
@@ -235,7 +263,7 @@ def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
                   features: dict[str, Any] | None = None) -> Choice:
     """Pick a representation for ``A @ B`` with ``B`` of ``n_cols`` columns."""
     feats = features if features is not None else sparse_features(A)
-    chooser = selector or _default_selector
+    chooser = selector or get_default_selector()
     try:
         return chooser.choose(feats, n_cols)
     except Exception as err:  # a learned model that fails must not take the plugin down
