@@ -37,6 +37,7 @@ _LAZY: dict[str, str] = {
     "workloads": "tvm_ext.workloads",
     "kernel_cache": "tvm_ext.kernel_cache",
     "spmm_engine": "tvm_ext.spmm_engine",
+    "accel": "tvm_ext.accel",
     "tuning": "tvm_ext.tuning",
 }
 
