@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from tvm_ext.byoc_common import ReportLog, composite_names, register_kernel, tag_symbols
 from tvm_ext.errors import MappingError, ShapeError
 from tvm_ext.spmm_engine.config import EngineConfig, Platform, get_platform
 from tvm_ext.spmm_engine.perf_model import model
@@ -86,21 +87,17 @@ class OffloadReport:
         return d
 
 
-_lock = threading.Lock()
-_MAX_REPORTS = 10_000  # the oldest are dropped beyond this
-_reports: list[OffloadReport] = []
+_reports = ReportLog(max_len=10_000)  # the oldest are dropped beyond this
 
 
 def offload_reports() -> list[OffloadReport]:
     """Reports of every offloaded call run so far in this process (oldest first)."""
-    with _lock:
-        return list(_reports)
+    return _reports.items()
 
 
 def clear_offload_reports() -> None:
     """Forget the collected reports."""
-    with _lock:
-        _reports.clear()
+    _reports.clear()
 
 
 def config_tag(config: EngineConfig, platform: Platform) -> str:
@@ -112,6 +109,7 @@ def config_tag(config: EngineConfig, platform: Platform) -> str:
 # Prepared streams of the matrices seen by offloaded calls, keyed by configuration
 # and content (a constant weight is preprocessed once, whichever call uses it).
 _PROGRAM_CACHE_SIZE = 16
+_lock = threading.Lock()  # guards the program cache
 _programs: "OrderedDict[tuple[str, str], Any]" = OrderedDict()
 
 
@@ -164,39 +162,21 @@ class _EngineKernel:
             bubbles=int(program.stats["bubbles"]), preprocessed=fresh,
             stages={k: v.seconds for k, v in perf.stages.items()},
         )
-        with _lock:
-            _reports.append(report)
-            del _reports[:-_MAX_REPORTS]
+        _reports.append(report)
         out.copyfrom(result)
-
-
-def _composite_names(func: Any) -> list[str]:
-    from tvm import relax
-
-    names: list[str] = []
-
-    def visit(e):
-        if isinstance(e, relax.Function) and e.attrs is not None and "Composite" in e.attrs:
-            names.append(str(e.attrs["Composite"]))
-
-    relax.analysis.post_order_visit(func, visit)
-    return names
 
 
 def _codegen(funcs, options, constant_names):
     """``relax.ext.sextans``: register one engine kernel per offloaded function."""
-    import tvm_ffi
-
     opts = dict(options) if options is not None else {}
     cfg = EngineConfig.from_json(str(opts["config"])) if "config" in opts else EngineConfig()
     plat = Platform.from_json(str(opts["platform"])) if "platform" in opts else get_platform()
     for f in funcs:
         symbol = str(f.attrs["global_symbol"])
-        comps = _composite_names(f)
+        comps = composite_names(f)
         if len(comps) != 1:  # annotate_codegen wraps exactly one composite per function
             raise MappingError(f"{symbol}: expected one Sextans composite, found {comps}")
-        tvm_ffi.register_global_func(symbol, _EngineKernel(symbol, comps[0], cfg, plat),
-                                     override=True)
+        register_kernel(symbol, _EngineKernel(symbol, comps[0], cfg, plat))
     return []
 
 
@@ -207,19 +187,6 @@ def _register_codegen() -> None:
 
 
 _register_codegen()
-
-
-def _tag_symbols(mod: Any, tag: str) -> Any:
-    """Suffix the global_symbol of every Sextans function with the config tag,
-    so modules compiled for different configurations never share a kernel."""
-    from tvm import relax
-
-    for gv, func in list(mod.functions.items()):
-        if (isinstance(func, relax.Function) and func.attrs is not None
-                and str(func.attrs.get("Codegen", "")) == CODEGEN):
-            symbol = f"{func.attrs['global_symbol']}_{tag}"
-            mod[gv] = func.with_attr("global_symbol", symbol)
-    return mod
 
 
 def partition_for_sextans(mod: Any, config: EngineConfig | dict | None = None,
@@ -235,7 +202,7 @@ def partition_for_sextans(mod: Any, config: EngineConfig | dict | None = None,
     plat = get_platform(platform)
     mod = relax.transform.FuseOpsByPattern(PATTERNS, bind_constants=False,
                                            annotate_codegen=True)(mod)
-    mod = _tag_symbols(mod, config_tag(cfg, plat))
+    mod = tag_symbols(mod, CODEGEN, config_tag(cfg, plat))
     options = {CODEGEN: {"config": cfg.to_json(), "platform": plat.to_json()}}
     mod = relax.transform.RunCodegen(options)(mod)
     return relax.transform.DeadCodeElimination()(mod)
