@@ -15,8 +15,44 @@ Flow: kernel (TE / PrimFunc) -> :func:`to_isamir` -> :func:`find_mappings`
 """
 from .exporters import export_groups, statement_blocks, to_prim_func
 from .importers import NonAffineAccessError, UnsupportedKernelError, from_prim_func, from_te, to_isamir
+from .emit import (
+    AxisBinding,
+    Emitted,
+    Implementation,
+    IntrinSpec,
+    OperandSpec,
+    apply,
+    as_binding,
+    derive_spec,
+    desc_source,
+    get_implementation,
+    implementations,
+    register_implementation,
+    register_intrin,
+)
 from .instructions import ISA, Instruction, available_isas, get_isa, make_instruction, providers, register_isa
 from .isamir import Access, Affine, Axis, Buffer, Const, Program, Statement, evaluate, parse_isamir
+from .kernels import (
+    KERNELS,
+    Kernel,
+    Plan,
+    Tensorized,
+    TuneResult,
+    batch_matmul,
+    conv1d,
+    conv2d_nchw,
+    conv2d_nhwc,
+    dense_bias,
+    depthwise_conv2d,
+    gru_cell,
+    kernel_from_prim_func,
+    make_kernel,
+    matmul,
+    plan_mappings,
+    quick_tune,
+    separable_conv2d,
+    tensorized,
+)
 from .mapper import Failure, MapResult, Mapping, NoMappingError, map_instruction
 from .search import SearchResult, find_mappings, search_mappings
 from .selection import CallCountModel, CostModel, CycleCostModel, Selection, rank_selections, select_instructions
@@ -45,4 +81,12 @@ __all__ = [
     "available_transforms", "apply_steps", "search_mappings", "SearchResult", "find_mappings",
     # selection
     "CostModel", "CallCountModel", "CycleCostModel", "Selection", "select_instructions", "rank_selections",
+    # emitting TVM: TensorIntrins, schedule steps, implementations
+    "apply", "AxisBinding", "Emitted", "Implementation", "IntrinSpec", "OperandSpec", "as_binding",
+    "derive_spec", "desc_source", "get_implementation", "implementations", "register_implementation",
+    "register_intrin",
+    # end-to-end kernels
+    "KERNELS", "Kernel", "Plan", "Tensorized", "TuneResult", "tensorized", "plan_mappings", "quick_tune",
+    "make_kernel", "kernel_from_prim_func", "matmul", "batch_matmul", "dense_bias", "conv1d",
+    "conv2d_nchw", "conv2d_nhwc", "depthwise_conv2d", "separable_conv2d", "gru_cell",
 ]

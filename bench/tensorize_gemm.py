@@ -1,0 +1,205 @@
+"""GEMM: mapping + x86 micro-kernel ("ours") vs MetaSchedule (XGBoost), TVM untuned, numpy.
+
+ISA Mapper §6.2.1 / §7 on DeepBench GEMM sizes and square 512-2048.  Per shape:
+
+* **ours**: ``tensorize.kernels.quick_tune`` (find mappings, select, emit the
+  micro-kernel under a few register-tile / loop-order knobs, keep the fastest);
+  its whole search time is reported;
+* **MetaSchedule**: ``tune_tir`` with the XGBoost cost model, ``--trials`` trials
+  (default 64), JSON database in a temp dir; its tuning time is reported;
+* **TVM untuned**: ``te.create_prim_func`` built as is (one timed call);
+* **numpy** (OpenBLAS) ``a @ b`` with ``--threads`` threads (``numpy_best_ms``: the
+  better of that and one thread, the conservative peer on a loaded machine).
+
+Every kernel is built for ``tvm_ext.target.default_target()`` with
+``TVM_NUM_THREADS`` from ``--threads``.  Run: ``python -m bench.tensorize_gemm [--quick]``.
+"""
+from __future__ import annotations
+
+import tempfile
+import time
+
+import numpy as np
+
+from bench.harness import BenchRun, bench_args, geomean, time_python, time_tvm
+
+#: DeepBench training GEMMs that run in seconds here (M, N, K), then square sizes.
+DEEPBENCH_PICK = ((1760, 16, 1760), (1760, 32, 1760), (1760, 64, 1760), (1760, 128, 1760),
+                  (2048, 32, 2048), (2560, 64, 2560), (3072, 128, 1024), (4096, 16, 4096))
+SQUARE = ((512, 512, 512), (1024, 1024, 1024), (2048, 2048, 2048))
+QUICK = ((256, 256, 256), (512, 64, 512))
+
+
+def shapes(quick: bool) -> list[tuple[int, int, int]]:
+    """The (M, N, K) list of a run; the DeepBench picks are checked against the table."""
+    from tvm_ext.workloads import DEEPBENCH_GEMM
+
+    if quick:
+        return list(QUICK)
+    table = {(g.M, g.N, g.K) for g in DEEPBENCH_GEMM}
+    missing = [s for s in DEEPBENCH_PICK if s not in table]
+    if missing:
+        raise SystemExit(f"DeepBench picks {missing} are not in tvm_ext.workloads.DEEPBENCH_GEMM")
+    return list(DEEPBENCH_PICK) + list(SQUARE)
+
+
+def parse_shapes(text: str) -> list[tuple[int, int, int]]:
+    """``"1024x1024x1024,1760x16x1760"`` -> [(M, N, K), ...]."""
+    out = []
+    for item in text.split(","):
+        parts = item.strip().lower().split("x")
+        if len(parts) != 3 or not all(p.isdigit() and int(p) > 0 for p in parts):
+            raise SystemExit(f"--shapes: {item!r} is not MxNxK")
+        out.append(tuple(int(p) for p in parts))
+    return out
+
+
+def metaschedule(func, target, trials: int):
+    """Tune ``func`` with MetaSchedule (XGBoost); return (runtime module, tuning seconds)."""
+    import logging
+
+    import tvm
+    from tvm.s_tir import meta_schedule as ms
+
+    logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)  # its INFO goes to the log dir
+    mod = tvm.IRModule({"main": func})
+    with tempfile.TemporaryDirectory(prefix="ms-gemm-") as work:
+        t0 = time.perf_counter()
+        db = ms.tune_tir(
+            mod=mod, target=target, work_dir=work, max_trials_global=trials,
+            num_trials_per_iter=min(16, trials),
+            # generous timeouts: on a busy 2-core machine 30 s builds/runs time out and MS keeps nothing
+            builder=ms.builder.LocalBuilder(timeout_sec=120),
+            runner=ms.runner.LocalRunner(timeout_sec=120, evaluator_config=ms.runner.EvaluatorConfig(
+                number=3, repeat=1, min_repeat_ms=50)),
+            database=ms.database.JSONDatabase(work_dir=work), cost_model="xgb", num_tuning_cores=2, seed=0)
+        tune_s = time.perf_counter() - t0
+        sch = db.query_schedule(mod, target, workload_name="main")
+        if sch is None:  # every trial failed (e.g. build/run timeouts on a loaded machine)
+            records = db.get_all_tuning_records()
+            errors = {str(getattr(r, "run_secs", None))[:60] for r in records[:3]}
+            print(f"  MetaSchedule found no valid schedule ({len(records)} records, e.g. run_secs {errors})")
+            return None, tune_s
+        return tvm.compile(sch.mod, target=target).mod, tune_s
+
+
+def settle(seconds: float = 0.3) -> None:
+    """Let the previous runtime's spinning worker threads (TVM's or OpenBLAS's) park before timing."""
+    time.sleep(seconds)
+
+
+def _openblas_threads():
+    """(get, set) of numpy's bundled OpenBLAS thread count, or None when not found."""
+    import ctypes
+    import glob
+    import os
+
+    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs", "libscipy_openblas*.so"))
+    for path in libs:
+        lib = ctypes.CDLL(path)
+        for get, put in (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+                         ("openblas_get_num_threads", "openblas_set_num_threads")):
+            if hasattr(lib, get) and hasattr(lib, put):
+                return getattr(lib, get), getattr(lib, put)
+    return None
+
+
+def numpy_time(fn) -> tuple[float, float]:
+    """(seconds with OpenBLAS on the bench's threads, best of that and one thread).
+
+    On a loaded 2-core machine OpenBLAS's spinning threads can stall; the second
+    number is the conservative peer.
+    """
+    threads = _openblas_threads()
+    times = []
+    counts = [None] if threads is None else list(dict.fromkeys((threads[0](), 1)))
+    for n in counts:
+        if n is not None:
+            threads[1](n)
+        settle()
+        times.append(time_python(fn, repeat=5, min_repeat_s=0.1).min)
+    if threads is not None:
+        threads[1](counts[0])
+    return times[0], min(times)
+
+
+def untuned(func, target):
+    import tvm
+
+    return tvm.compile(tvm.IRModule({"main": func}), target=target).mod
+
+
+def run_shape(M: int, N: int, K: int, trials: int, target) -> dict:
+    import tvm
+
+    from tensorize.kernels import matmul, quick_tune
+
+    kern = matmul(M, N, K)
+    a, b = kern.random_inputs(seed=0)
+    dev = tvm.cpu(0)
+    ta, tb = tvm.runtime.tensor(a, dev), tvm.runtime.tensor(b, dev)
+    tc = tvm.runtime.empty((M, N), "float32", dev)
+    flops = 2.0 * M * N * K
+
+    tuned = quick_tune(kern, target=target)
+    settle()
+    ours = time_tvm(tuned.best.module, "main", ta, tb, tc, repeat=5, min_repeat_ms=100)
+    np.testing.assert_allclose(tc.numpy(), a @ b, rtol=2e-3, atol=2e-3)
+
+    ms_mod, ms_tune = metaschedule(kern.prim_func(), target, trials)
+    settle()
+    ms_t = time_tvm(ms_mod, "main", ta, tb, tc, repeat=5, min_repeat_ms=100).min if ms_mod else None
+
+    naive = untuned(kern.prim_func(), target)
+    naive_t = time_tvm(naive, "main", ta, tb, tc, repeat=1, min_repeat_ms=0).min
+
+    c = np.empty((M, N), "float32")
+    np_t, np_best = numpy_time(lambda: np.matmul(a, b, out=c))
+    tiles = next(iter(tuned.best.emitted.values())).tiles
+    return {
+        "shape": f"{M}x{N}x{K}", "gflop": flops / 1e9,
+        "ours_ms": ours.min * 1e3, "ms_ms": ms_t * 1e3 if ms_t else None,
+        "untuned_ms": naive_t * 1e3, "numpy_ms": np_t * 1e3, "numpy_best_ms": np_best * 1e3,
+        "ours_gflops": flops / ours.min / 1e9, "ms_gflops": flops / ms_t / 1e9 if ms_t else None,
+        "numpy_gflops": flops / np_t / 1e9,
+        "ours_search_s": tuned.search_seconds, "ms_tune_s": ms_tune,
+        "instruction": next(iter(tuned.best.plan.blocks.values())).instruction.name,
+        "knobs": f"{tiles} {tuned.knobs.get('outer')}",
+    }
+
+
+def main() -> None:
+    args = bench_args(__doc__.splitlines()[0],
+                      trials=dict(type=int, default=None, help="MetaSchedule trials (default 64; 16 with --quick)"),
+                      shapes=dict(default=None, help="comma-separated MxNxK list instead of the default set"))
+    from tvm_ext.target import default_target
+
+    trials = args.trials or (16 if args.quick else 64)
+    target = default_target()
+    run = BenchRun("tensorize_gemm", out_dir=args.out)
+    print(run.header())
+    print(f"MetaSchedule: {trials} trials, XGBoost cost model; target {target}")
+    for M, N, K in parse_shapes(args.shapes) if args.shapes else shapes(args.quick):
+        row = run_shape(M, N, K, trials, target)
+        run.add(row)
+        print(f"  {row['shape']}: ours {row['ours_gflops']:.1f} GFLOP/s ({row['knobs']}), "
+              f"MS {row['ms_gflops'] or float('nan'):.1f}, numpy {row['numpy_gflops']:.1f}", flush=True)
+    cols = ["shape", "gflop", "ours_ms", "ms_ms", "untuned_ms", "numpy_ms", "numpy_best_ms", "ours_gflops",
+            "ours_search_s", "ms_tune_s", "instruction", "knobs"]
+    print(run.markdown(cols, ratios={"MS/ours": ("ms_ms", "ours_ms"), "numpy/ours": ("numpy_ms", "ours_ms"),
+                                     "untuned/ours": ("untuned_ms", "ours_ms"),
+                                     "search ours/MS": ("ours_search_s", "ms_tune_s")}))
+    rows = run.rows
+    g_ms = geomean(r["ms_ms"] / r["ours_ms"] for r in rows if r["ms_ms"])
+    g_np = geomean(r["numpy_ms"] / r["ours_ms"] for r in rows)
+    ours_s = sum(r["ours_search_s"] for r in rows)
+    ms_s = sum(r["ms_tune_s"] for r in rows)
+    print(f"\ngeomean speed vs MetaSchedule-{trials}: {g_ms:.2f}x (goal >= 0.9x); vs numpy: {g_np:.2f}x "
+          f"(goal >= 2x); search time ours {ours_s:.1f} s vs MetaSchedule {ms_s:.1f} s "
+          f"({ours_s / ms_s:.3f} of it; goal < 0.1)")
+    if run.out_path:
+        print(f"rows written to {run.out_path}")
+
+
+if __name__ == "__main__":
+    main()

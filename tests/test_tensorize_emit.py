@@ -1,0 +1,266 @@
+"""tensorize.emit + tensorize.x86: TensorIntrin generation from a mapping, schedules, x86 impls."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import tvm
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from tvm import s_tir
+
+from tensorize import kernels as K
+from tensorize.emit import (
+    AxisBinding,
+    Implementation,
+    apply,
+    as_binding,
+    derive_spec,
+    desc_source,
+    get_implementation,
+    implementations,
+    register_implementation,
+    register_intrin,
+)
+from tensorize.x86 import count_vector_fma
+from tvm_ext.errors import ConfigError, MappingError, ScheduleError
+from tvm_ext.target import default_target
+
+MATMUL = AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
+
+
+def _matmul_sch(M=64, N=96, K_=48):
+    return s_tir.Schedule(K.matmul(M, N, K_).prim_func())
+
+
+def _run(mod, kernel, seed=0):
+    ins = kernel.random_inputs(seed)
+    out = tvm.runtime.empty(tuple(int(s) for s in kernel.output.shape), "float32")
+    mod["main"](*[tvm.runtime.tensor(a) for a in ins], out)
+    return out.numpy(), kernel.reference(*ins)
+
+
+def _build(sch):
+    return tvm.compile(sch.mod, target=default_target())
+
+
+# --------------------------------------------------------------------------- spec + intrinsic
+
+
+def test_spec_of_matmul_keeps_kernel_dims_and_finds_the_vector_axis():
+    sch = _matmul_sch()
+    spec = derive_spec(sch, sch.get_sblock("C"), MATMUL)
+    assert spec.axes == ("i", "j", "k") and spec.kinds == ("S", "S", "R")
+    assert spec.output.buffer == "C" and spec.output.scope == "local"
+    assert {op.buffer: op.axes for op in spec.inputs} == {"A": ("i", "k"), "B": ("k", "j")}
+    assert spec.vector_axis == "j" and spec.row_axis == "i"
+    assert spec.expr == "C[v_i, v_j] + A[v_i, v_k] * B[v_k, v_j]"
+
+
+def test_spec_of_strided_nchw_conv_records_the_stride_and_full_rank():
+    k = K.conv2d_nchw(1, 8, 16, 9, 3, stride=2, pad=1)
+    sch = s_tir.Schedule(k.prim_func())
+    spec = derive_spec(sch, sch.get_sblock("conv"), AxisBinding("matmul", {"i": "co", "j": "w", "k": "rc"}))
+    x = next(op for op in spec.inputs if op.buffer == "pad")
+    assert x.rank == 4 and x.dims == (1, 3) and x.terms == ((("k", 1),), (("j", 2),))
+    assert x.shape({"i": 4, "j": 5, "k": 8}) == (1, 8, 1, 9)  # 2 * (5 - 1) + 1 columns
+
+
+def test_desc_parses_and_registered_names_are_stable():
+    sch = _matmul_sch()
+    impl = get_implementation("x86", "micro")
+    spec = derive_spec(sch, sch.get_sblock("C"), MATMUL).with_extents({"i": 8, "j": 32, "k": 48})
+    assert "T.sblock(\"update\")" in desc_source(spec)
+    n1, n2 = register_intrin(spec, impl), register_intrin(spec, impl)
+    n3 = register_intrin(spec.with_extents({"i": 4, "j": 32, "k": 48}), impl)
+    assert n1 == n2 and n1 != n3
+    assert n1.startswith("tvmext.x86.matmul.micro.float32.8x32x48.")
+    assert s_tir.TensorIntrin.get(n1) is not None
+
+
+def test_mapping_errors_name_the_problem():
+    sch = _matmul_sch()
+    with pytest.raises(MappingError, match="not one of its loops"):
+        derive_spec(sch, sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "nope", "k": "k"}))
+    kinds = {"i": "S", "j": "S", "k": "R"}
+    with pytest.raises(MappingError, match="instruction axis 'i' is spatial but kernel axis 'k'"):
+        derive_spec(sch, sch.get_sblock("C"), AxisBinding("matmul", {"i": "k", "j": "j", "k": "i"}, kinds=kinds))
+    with pytest.raises(MappingError, match="same kernel axis"):
+        derive_spec(sch, sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "i"}))
+
+
+def test_unknown_implementation_and_bad_knobs_are_schedule_errors():
+    sch = _matmul_sch()
+    with pytest.raises(ScheduleError, match="no implementation 'nope'"):
+        apply(sch, sch.get_sblock("C"), MATMUL, "nope")
+    with pytest.raises(ScheduleError, match="not understood"):
+        apply(sch, sch.get_sblock("C"), MATMUL, pack="sometimes")
+    assert {"micro", "blas", "packed"} <= set(implementations("x86"))
+
+
+# --------------------------------------------------------------------------- micro-kernel
+
+
+def test_micro_kernel_matmul_is_correct_and_uses_zmm_fma():
+    sch = _matmul_sch(64, 96, 48)
+    done = apply(sch, sch.get_sblock("C"), MATMUL, "micro")
+    assert done.tiles == {"i": 8, "j": 32, "k": 48}
+    assert any("cache_write" in s for s in done.steps) and any("tensorize" in s for s in done.steps)
+    ex = _build(sch)
+    got, ref = _run(ex, K.matmul(64, 96, 48))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    # 8 rows x 2 zmm vectors of accumulators -> at least 16 vfmadd on zmm registers
+    assert count_vector_fma(ex.mod) >= 16
+
+
+def test_role_tiles_override_the_register_tile():
+    sch = _matmul_sch(64, 64, 32)
+    done = apply(sch, sch.get_sblock("C"), MATMUL, tiles={"rows": 4, "vector": 64})
+    assert done.tiles["i"] == 4 and done.tiles["j"] == 64
+    got, ref = _run(_build(sch), K.matmul(64, 64, 32))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_dense_weights_are_packed_so_the_vector_axis_is_unit_stride():
+    k = K.dense_bias(32, 64, 40)
+    sch = s_tir.Schedule(k.prim_func())
+    done = apply(sch, sch.get_sblock("dense"), MATMUL)
+    assert done.packed == ["W"] and any("layout transform (pack) W" in s for s in done.steps)
+    got, ref = _run(_build(sch), k)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@settings(max_examples=6, deadline=None)
+@given(M=st.integers(1, 40), N=st.integers(1, 70), K_=st.integers(2, 40))
+def test_micro_kernel_pads_sizes_the_tile_does_not_divide(M, N, K_):
+    k = K.matmul(M, N, K_)
+    sch = s_tir.Schedule(k.prim_func())
+    apply(sch, sch.get_sblock("C"), MATMUL, tiles={"rows": 8, "vector": 32})
+    got, ref = _run(_build(sch), k, seed=M * 7 + N)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_strided_nchw_conv_maps_with_a_strided_operand():
+    k = K.conv2d_nchw(1, 8, 16, 11, 3, stride=2, pad=1)
+    sch = s_tir.Schedule(k.prim_func())
+    apply(sch, sch.get_sblock("conv"), AxisBinding("matmul", {"i": "co", "j": "w", "k": "rc"}))
+    got, ref = _run(_build(sch), k)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_depthwise_vectorises_across_calls_when_no_axis_indexes_the_channels():
+    k = K.depthwise_conv2d(1, 32, 10, 3, stride=1, pad=1)
+    sch = s_tir.Schedule(k.prim_func())
+    done = apply(sch, sch.get_sblock("depthwise"), AxisBinding("conv1d_16xk", {"x": "w", "d": "rw"}))
+    assert "lane" in done.spec.axes and done.spec.vector_axis == "lane"
+    got, ref = _run(_build(sch), k)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- BLAS-like and packed
+
+
+def test_blas_pseudo_instruction_through_call_extern():
+    k = K.conv2d_nhwc(1, 16, 32, 8, 3, stride=1, pad=1)
+    sch = s_tir.Schedule(k.prim_func())
+    done = apply(sch, sch.get_sblock("conv"), AxisBinding("matmul", {"i": "w", "j": "co", "k": "rc"}), "blas")
+    assert done.intrin.startswith("tvmext.x86.matmul.blas.float32")
+    assert "tvmext_sgemm_acc" in get_implementation("x86", "blas").impl_source(done.spec)
+    got, ref = _run(_build(sch), k)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_blas_rejects_what_is_not_a_matmul():
+    k = K.depthwise_conv2d(1, 16, 8, 3, pad=1)
+    sch = s_tir.Schedule(k.prim_func())
+    with pytest.raises(ScheduleError, match="blas pseudo-instruction"):
+        apply(sch, sch.get_sblock("depthwise"), AxisBinding("conv1d", {"x": "w", "d": "rw"}), "blas")
+
+
+def test_blas_without_a_compiler_is_a_clear_config_error(monkeypatch, tmp_path):
+    import tensorize.x86 as x86
+
+    monkeypatch.setattr(x86, "_LIB", {})
+    monkeypatch.setenv("TVM_EXT_CACHE_DIR", str(tmp_path))  # nothing built there yet
+    monkeypatch.delenv("CC", raising=False)
+    monkeypatch.setattr(x86.shutil, "which", lambda name: None)
+    with pytest.raises(ConfigError, match="no C compiler"):
+        x86.build_gemm_library()
+
+
+def test_packed_call_runs_numpy_einsum_per_tile():
+    k = K.batch_matmul(2, 16, 24, 8)
+    sch = s_tir.Schedule(k.prim_func())
+    done = apply(sch, sch.get_sblock("C"), MATMUL, "packed")
+    assert "T.call_packed" in get_implementation("x86", "packed").impl_source(done.spec)
+    got, ref = _run(_build(sch), k)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+# --------------------------------------------------------------------------- pluggable + mapper
+
+
+class _ScalarLoops(Implementation):
+    """A toy ISA implementation: the instruction as plain serial loops."""
+
+    name = "loops"
+    isa = "toy"
+    accumulate_local = False
+
+    def impl_source(self, spec):
+        from tensorize.emit import impl_buffers, root_block, signature
+
+        lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
+        lines += impl_buffers(spec) + root_block(spec)
+        indent = "        "
+        for a in spec.axes:
+            lines.append(f"{indent}for v_{a} in range({spec.extent[a]}):")
+            indent += "    "
+        lines.append(f"{indent}{spec.output.ref()} = {spec.expr}")
+        return "\n".join(lines) + "\n"
+
+
+def test_implementations_are_pluggable_per_isa():
+    register_implementation(_ScalarLoops(), override=True)
+    sch = _matmul_sch(16, 16, 8)
+    done = apply(sch, sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"}, isa="toy"),
+                 "loops", tiles={"i": 4, "j": 8, "k": 8})
+    assert done.intrin.startswith("tvmext.toy.matmul.loops.")
+    got, ref = _run(_build(sch), K.matmul(16, 16, 8))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+def test_mapper_mapping_converts_to_a_binding_with_origins():
+    from tensorize.search import find_mappings
+
+    k = K.gru_cell(8, 8, 32)
+    func = k.prim_func()
+    ms = find_mappings(func, "x86", block=["gate_h"], instructions=["matmul_8x32xk"])
+    plain = next(m for m in ms if not m.transforms)
+    b = as_binding(plain)
+    assert b.instruction == "matmul_8x32xk" and b.sizes == {"i": 8, "j": 32}
+    assert {b.origins[h] for h in b.axis_map.values()} == {("gate_h", "v_b"), ("gate_h", "v_g"),
+                                                           ("gate_h", "v_kh")}
+    sch = s_tir.Schedule(func)
+    spec = derive_spec(sch, sch.get_sblock("gate_h"), b)
+    assert spec.output.buffer == "gate_h" and spec.reduction == ("k",)
+
+
+def test_x86_implementations_are_attached_to_the_isa_registry():
+    from tensorize.instructions import get_isa
+
+    isa = get_isa("x86")
+    backends = isa.backends("matmul_8x32xk")
+    assert {"tvm.micro", "tvm.blas", "tvm.packed"} <= set(backends)
+    assert "tvm.blas" not in isa.backends("conv1d_16xk")
+    assert get_implementation("x86", "micro", "matmul_8x32xk") is isa.implementation("matmul_8x32xk", "tvm.micro")
+
+
+def test_call_rows_batches_calls_along_the_next_outer_axis():
+    k = K.conv2d_nhwc(1, 16, 32, 8, 3, stride=1, pad=1)
+    sch = s_tir.Schedule(k.prim_func())
+    done = apply(sch, sch.get_sblock("conv"), AxisBinding("matmul", {"i": "w", "j": "co", "k": "rc"}),
+                 tiles={"rows": 4, "vector": 32}, call_rows=2)
+    assert done.tiles["calls"] == 2 and done.tiles["i"] == 4
+    assert any("batch 2 instruction calls along h" in s for s in done.steps)
+    got, ref = _run(_build(sch), k)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)

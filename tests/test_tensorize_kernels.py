@@ -1,0 +1,237 @@
+"""End to end (ISA Mapper §7, issue 5 item 7): every kernel maps, tensorizes, builds and matches
+numpy/torch; plus the ``tvm-ext map`` CLI."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+
+from tensorize import kernels as K
+from tvm_ext.cli.main import main as cli_main
+from tvm_ext.errors import InputError, MappingError, ShapeError
+
+torch = pytest.importorskip("torch")
+
+
+def check(kernel, impl="micro", rtol=1e-4, atol=1e-4, **kw):
+    t = K.tensorized(kernel, "x86", impl=impl, **kw)
+    ins = kernel.random_inputs(seed=1)
+    np.testing.assert_allclose(t(*ins), kernel.reference(*ins), rtol=rtol, atol=atol)
+    assert t.emitted, "nothing was tensorized"
+    for e in t.emitted.values():
+        assert e.intrin.startswith("tvmext.x86.") and any(s.startswith("tensorize") for s in e.steps)
+    return t, ins
+
+
+def test_matmul_uses_the_biggest_register_tile_instruction():
+    t, _ = check(K.matmul(48, 64, 40))
+    m = t.plan.blocks["C"]
+    assert m.instruction.name == "matmul_8x32xk" and dict(m.axis_map) == {"i": "i", "j": "j", "k": "k"}
+
+
+def test_batch_matmul_keeps_the_batch_axis_outer():
+    t, _ = check(K.batch_matmul(3, 16, 32, 24))
+    m = t.plan.blocks["C"]
+    assert "b" in m.outer_axes and m.instruction.kind == "matmul"
+
+
+def test_dense_with_bias_against_torch_linear():
+    k = K.dense_bias(24, 64, 40)
+    t = K.tensorized(k)
+    x, w, b = k.random_inputs(seed=2)
+    ref = torch.nn.functional.linear(torch.from_numpy(x), torch.from_numpy(w), torch.from_numpy(b)).numpy()
+    np.testing.assert_allclose(t(x, w, b), ref, rtol=1e-4, atol=1e-4)
+    assert t.emitted["dense"].packed == ["W"]
+
+
+def test_conv1d_listing5_maps_to_matmul_with_x_and_d_outer_or_inner():
+    t, (a, b) = check(K.conv1d(2, 20, 3, 16, 32))
+    m = t.plan.blocks["C"]
+    assert m.instruction.kind == "matmul" and m.axis_map["k"] == "ki" and m.axis_map["j"] == "ko"
+    ref = torch.nn.functional.conv1d(torch.from_numpy(a).permute(0, 2, 1),
+                                     torch.from_numpy(b).permute(2, 1, 0)).permute(0, 2, 1).numpy()
+    np.testing.assert_allclose(t(a, b), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride,pad", [(1, 1), (2, 1), (2, 0)])
+def test_conv2d_nchw_against_torch(stride, pad):
+    k = K.conv2d_nchw(1, 16, 32, 12, 3, stride=stride, pad=pad)
+    t = K.tensorized(k)
+    x, w = k.random_inputs(seed=3)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x), torch.from_numpy(w), stride=stride, padding=pad).numpy()
+    np.testing.assert_allclose(t(x, w), ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("stride,kernel", [(1, 3), (2, 3), (2, 1)])
+def test_conv2d_nhwc_against_torch(stride, kernel):
+    pad = kernel // 2
+    k = K.conv2d_nhwc(1, 16, 32, 12, kernel, stride=stride, pad=pad)
+    t = K.tensorized(k)
+    x, w = k.random_inputs(seed=4)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2), torch.from_numpy(w).permute(3, 2, 0, 1),
+                                     stride=stride, padding=pad).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(t(x, w), ref, rtol=1e-4, atol=1e-4)
+    m = t.plan.blocks["conv"]
+    assert m.instruction.kind == "matmul" and m.axis_map["j"] == "co" and m.axis_map["k"] == "rc"
+
+
+@pytest.mark.parametrize("stride", [1, 2])
+def test_depthwise_conv2d_against_torch(stride):
+    k = K.depthwise_conv2d(1, 32, 12, 3, stride=stride, pad=1)
+    t = K.tensorized(k)
+    x, w = k.random_inputs(seed=5)
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2),
+                                     torch.from_numpy(w).permute(2, 0, 1)[:, None], stride=stride, padding=1,
+                                     groups=32).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(t(x, w), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_separable_conv_needs_factorization_then_tensorizes_both_stages():
+    k = K.separable_conv2d(1, 16, 32, 10, 3, stride=1, pad=1)
+    t, (a, d, p) = check(k)
+    assert t.plan.program is not None  # rebuilt from the transformed ISAMIR
+    assert any(s.startswith("factorization") for s in t.plan.structural)
+    assert len(t.emitted) == 2  # depthwise stage and pointwise matmul stage
+    dw = torch.nn.functional.conv2d(torch.from_numpy(a).permute(0, 3, 1, 2),
+                                    torch.from_numpy(d).permute(2, 3, 0, 1).reshape(16, 1, 3, 3), padding=1, groups=16)
+    ref = torch.nn.functional.conv2d(dw, torch.from_numpy(p).T[:, :, None, None]).permute(0, 2, 3, 1).numpy()
+    np.testing.assert_allclose(t(a, d, p), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_gru_cell_gate_matmuls_against_torch_grucell():
+    k = K.gru_cell(4, 24, 32)
+    t = K.tensorized(k)
+    assert set(t.emitted) == {"gate_x", "gate_h"}
+    x, h, w_ih, w_hh, b_ih, b_hh = k.random_inputs(seed=6)
+    cell = torch.nn.GRUCell(24, 32)
+    with torch.no_grad():
+        for name, v in (("weight_ih", w_ih), ("weight_hh", w_hh), ("bias_ih", b_ih), ("bias_hh", b_hh)):
+            getattr(cell, name).copy_(torch.from_numpy(v))
+        ref = cell(torch.from_numpy(x), torch.from_numpy(h)).numpy()
+    np.testing.assert_allclose(t(x, h, w_ih, w_hh, b_ih, b_hh), ref, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("impl", ["blas", "packed"])
+def test_other_implementations_end_to_end(impl):
+    check(K.conv2d_nhwc(1, 16, 32, 8, 3, pad=1), impl=impl)
+
+
+def test_bad_inputs_are_clear_errors():
+    with pytest.raises(ShapeError, match="must be a positive int"):
+        K.matmul(0, 4, 4)
+    with pytest.raises(ShapeError, match="has no output"):
+        K.conv2d_nhwc(1, 4, 4, 2, 5)
+    with pytest.raises(InputError, match="unknown kernel"):
+        K.make_kernel("nope")
+    t = K.tensorized(K.matmul(16, 32, 8))
+    with pytest.raises(ShapeError, match="expected \\(16, 8\\)"):
+        t(np.ones((8, 16), "float32"), np.ones((8, 32), "float32"))
+    with pytest.raises(MappingError):
+        K.tensorized(K.matmul(16, 32, 8), kinds=["transpose"])
+
+
+# --------------------------------------------------------------------------- CLI
+
+
+def _map_json(capsys, *argv):
+    code = cli_main(["map", *argv, "--json"])
+    out, err = capsys.readouterr()
+    return code, json.loads(out), err
+
+
+def test_map_cli_json_keys_for_conv2d(capsys):
+    code, data, _ = _map_json(capsys, "conv2d", "--size", "hw=8")
+    assert code == 0
+    assert data["mappings"] and {"instruction", "axis_map", "transforms"} <= set(data["mappings"][0])
+    assert data["tvm_auto_tensorize_found"] is True
+    assert "forall" in data["isamir"] and data["selected"]["conv"]["instruction"].startswith("matmul")
+
+
+def test_map_cli_sepconv_needs_factorization_and_tvm_finds_none(capsys):
+    code, data, _ = _map_json(capsys, "sepconv", "--size", "hw=8")
+    assert code == 0 and data["tvm_auto_tensorize_found"] is False
+    assert data["rebuilt_from_transformed_program"] is True
+    assert any(t.startswith("factorization") for e in data["selected"].values() for t in e["transforms"])
+
+
+def test_map_cli_gru_and_build(capsys):
+    code, data, _ = _map_json(capsys, "gru", "--build")
+    assert code == 0 and set(data["selected"]) == {"gate_x", "gate_h"}
+    assert data["build"]["max_abs_error"] < 1e-4
+
+
+def test_map_cli_reads_a_python_file(capsys, tmp_path):
+    src = tmp_path / "k.py"
+    src.write_text(
+        "from tvm import te\n"
+        "def kernel():\n"
+        "    A = te.placeholder((32, 16), name='A'); B = te.placeholder((16, 64), name='B')\n"
+        "    k = te.reduce_axis((0, 16), name='k')\n"
+        "    return [A, B, te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name='C')]\n")
+    code, data, _ = _map_json(capsys, str(src), "--isa", "accel")
+    assert code == 0 and data["isa"] == "accel"
+    assert {m["instruction"] for m in data["mappings"]} >= {"matmul_16x16x16"}
+
+
+def test_map_cli_errors_are_one_line(capsys, tmp_path):
+    code = cli_main(["map", "nope"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "neither a built-in kernel" in err and err.count("\n") == 1
+    bad = tmp_path / "bad.py"
+    bad.write_text("x = 1\n")
+    code = cli_main(["map", str(bad)])
+    _, err = capsys.readouterr()
+    assert code == 2 and "defines no function kernel()" in err
+    code = cli_main(["map", "conv2d", "--size", "hw"])
+    _, err = capsys.readouterr()
+    assert code == 2 and "NAME=INT" in err
+
+
+def test_a_cost_model_steers_instruction_selection():
+    class Prefer16:
+        def cost(self, instruction, mapping):
+            return 0.0 if instruction.name == "matmul_16x16x16" else 1.0
+
+    t = K.tensorized(K.matmul(32, 32, 32), cost_model=Prefer16())
+    assert t.plan.blocks["C"].instruction.name == "matmul_16x16x16"
+    assert t.emitted["C"].tiles == {"i": 16, "j": 16, "k": 16}  # the instruction's own extents
+
+
+def test_quick_tune_measures_each_distinct_knob_setting_once():
+    knobs = ({"tiles": {"rows": 8, "vector": 32}}, {"tiles": {"rows": 8, "vector": 64}},
+             {"tiles": {"rows": 4, "vector": 16}})
+    r = K.quick_tune(K.matmul(32, 32, 16), knobs=knobs, repeat=1, min_repeat_ms=1)
+    # vector 64 clamps to the 32 columns: same tiles as the first setting, measured once
+    assert len(r.trials) == 2 and r.seconds_per_call > 0 and r.search_seconds > 0
+    a, b = K.matmul(32, 32, 16).random_inputs()
+    np.testing.assert_allclose(r.best(a, b), a @ b, rtol=1e-4, atol=1e-4)
+
+
+def test_tensorized_takes_a_tvmscript_primfunc():
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def mm_bt(A: T.Buffer((32, 24), "float32"), B: T.Buffer((48, 24), "float32"), C: T.Buffer((32, 48), "float32")):
+        for i, j, k in T.grid(32, 48, 24):
+            with T.sblock("C"):
+                vi, vj, vk = T.axis.remap("SSR", [i, j, k])
+                with T.init():
+                    C[vi, vj] = T.float32(0)
+                C[vi, vj] = C[vi, vj] + A[vi, vk] * B[vj, vk]
+
+    t = K.tensorized(mm_bt)
+    a, b = K.kernel_from_prim_func(mm_bt).random_inputs(seed=7)
+    np.testing.assert_allclose(t(a, b), a @ b.T, rtol=1e-4, atol=1e-4)
+    assert [p[0] for p in t.emitted["C"].packed] == ["B"]  # B[j, k] (or its padded copy) packed into panels
+
+
+def test_map_cli_build_checks_a_file_kernel_against_its_untuned_build(capsys, tmp_path):
+    src = tmp_path / "dw.py"
+    src.write_text(
+        "from tensorize.kernels import depthwise_conv2d\n"
+        "def kernel():\n"
+        "    return depthwise_conv2d(1, 16, 8, 3, 1, 1).prim_func()\n")
+    code, data, _ = _map_json(capsys, str(src), "--build")
+    assert code == 0 and data["build"]["reference"] == "the PrimFunc built untuned"
+    assert data["build"]["max_abs_error"] < 1e-4
