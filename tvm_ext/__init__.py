@@ -39,6 +39,11 @@ _LAZY: dict[str, str] = {
     "spmm_engine": "tvm_ext.spmm_engine",
     "accel": "tvm_ext.accel",
     "tuning": "tvm_ext.tuning",
+    "compile": "tvm_ext.compile",  # the module is callable: tvm_ext.compile(mod, ...)
+    "CompileReport": "tvm_ext.compile",
+    "CompiledModel": "tvm_ext.compile",
+    "llvm_only": "tvm_ext.compile",
+    "models": "tvm_ext.models",
 }
 
 __all__ = [

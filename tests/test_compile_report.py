@@ -1,0 +1,150 @@
+"""Issue 9: ``tvm_ext.compile`` on hand-built Relax modules: tuning records, report contents,
+the llvm-only baseline, bad input and bad configuration."""
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+import tvm_ext.compile as tc
+from tvm_ext.errors import ConfigError, InputError, ShapeError, TuningError
+
+
+def _mlp_module(m=16, k=32, n=24, sparse_w=None):
+    from tvm import relax
+
+    rng = np.random.default_rng(0)
+    w1 = rng.standard_normal((k, n)).astype("float32")
+    w2 = sparse_w if sparse_w is not None else rng.standard_normal((n, 8)).astype("float32")
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((m, k), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            h = bb.emit(relax.op.nn.relu(relax.op.matmul(x, relax.const(w1))))
+            y = bb.emit(relax.op.matmul(h, relax.const(w2)))
+            out = bb.emit_output(relax.op.nn.softmax(y))
+        bb.emit_func_output(out)
+    ref = lambda xv: _softmax(np.maximum(xv @ w1, 0) @ w2)  # noqa: E731
+    return bb.get(), ref
+
+
+def _softmax(z):
+    e = np.exp(z - z.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+def test_module_is_callable_and_report_serialises():
+    mod, ref = _mlp_module()
+    model = tc(mod, tensorize="never")  # the module itself is callable: tvm_ext.compile(mod)
+    x = model.random_inputs(3)[0]
+    np.testing.assert_allclose(model(x)[0], ref(x), rtol=1e-4, atol=1e-6)
+    report = model.profile(x)
+    data = json.loads(json.dumps(report.to_dict()))
+    assert [e["target"] for e in data["offloaded"]] == ["llvm"] * 4
+    assert [e["op"].split("#")[0] for e in data["offloaded"]] == ["matmul", "nn.relu", "matmul", "nn.softmax"]
+    assert data["cycles"] == 0 and data["llvm_seconds"] > 0 and data["measured"]
+    assert {k["name"] for k in data["kernels"]} >= {"fused_matmul_relu", "matmul1", "softmax"}
+    assert all(k["calls"] == 1 and k["seconds"] > 0 for k in data["kernels"])
+    md = report.markdown()
+    assert "nn.softmax" in md and "measured llvm time" in md
+
+
+def test_pruned_weight_on_the_right_runs_as_a_transposed_sparse_product():
+    w2 = sp.random(256, 64, density=0.05, random_state=1, dtype=np.float32).toarray()
+    mod, ref = _mlp_module(m=16, k=32, n=256, sparse_w=w2)
+    model = tc.compile(mod, tensorize="never")
+    placed = {p.label.split(" ")[0]: p.target for p in model.report.ops}
+    assert placed == {"matmul#0": "llvm", "nn.relu#1": "llvm", "matmul#2": "llvm/sparse-executor",
+                      "nn.softmax#3": "llvm"}
+    x = model.random_inputs(0)[0]
+    np.testing.assert_allclose(model(x)[0], ref(x), rtol=1e-4, atol=1e-6)
+    small = tc.compile(_mlp_module(sparse_w=w2[:24, :8].copy())[0], tensorize="never")
+    assert "llvm/sparse-executor" not in small.report.targets()  # 24 x 8: too small to pay off
+
+
+def test_two_sparse_constants_of_one_shape_keep_their_own_kernels():
+    from tvm import relax
+
+    rng = np.random.default_rng(5)
+    A1, A2 = (sp.random(128, 128, density=0.03, random_state=s, dtype=np.float32).toarray() for s in (1, 2))
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((128, 8), "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit(relax.op.add(relax.op.matmul(relax.const(A1), x), relax.op.matmul(relax.const(A2), x)))
+            out = bb.emit_output(relax.op.nn.relu(y))
+        bb.emit_func_output(out)
+    model = tc.compile(bb.get(), tensorize="never")
+    assert model.report.targets()["llvm/sparse-executor"] == 2
+    xv = rng.standard_normal((128, 8)).astype("float32")
+    np.testing.assert_allclose(model(xv)[0], np.maximum(A1 @ xv + A2 @ xv, 0), rtol=1e-4, atol=1e-5)
+
+
+def test_llvm_only_baseline_matches_and_is_all_llvm():
+    mod, ref = _mlp_module()
+    base = tc.llvm_only(mod)
+    ours = tc.compile(mod, tensorize="always")
+    x = base.random_inputs(1)[0]
+    assert tc.max_rel_err(ours(x), base(x)) < 1e-5
+    assert tc.max_rel_err(base(x), [ref(x)]) < 1e-5
+    assert {p.target for p in base.report.ops} == {"llvm"} and base.time(x, repeat=1, min_repeat_ms=1) > 0
+
+
+def test_tuning_records_schedule_the_matching_kernel(tmp_path):
+    from tvm import s_tir
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_ext.compile_steps.llvm_schedule import _normalized
+    from tvm_ext.target import default_target
+
+    mod, ref = _mlp_module()
+    legal, _ = tc._legalize_and_fuse(tc._prepare(mod))
+    func = legal["fused_matmul_relu"]
+    norm = _normalized(func)
+    sch = s_tir.Schedule(norm)
+    blk = sch.get_sblock("matmul")
+    i, j, k = sch.get_loops(blk)
+    sch.parallel(i)
+    db = ms.database.JSONDatabase(work_dir=str(tmp_path))
+    wl = db.commit_workload(norm)
+    db.commit_tuning_record(ms.database.TuningRecord(sch.trace, wl, [1e-5], default_target(),
+                                                     ms.arg_info.ArgInfo.from_prim_func(norm["main"])))
+    model = tc.compile(mod, tuning_db=str(tmp_path))
+    how = {k.name: k.schedule for k in model.report.kernels}
+    assert how["fused_matmul_relu"] == "tuned" and how["matmul1"] != "tuned"
+    x = model.random_inputs(2)[0]
+    np.testing.assert_allclose(model(x)[0], ref(x), rtol=1e-4, atol=1e-6)
+    with pytest.raises(TuningError, match="no such directory"):
+        tc.compile(mod, tuning_db=str(tmp_path / "missing"))
+    bad = tmp_path / "corrupt"
+    bad.mkdir()
+    (bad / "database_workload.json").write_text("{not json\n")
+    (bad / "database_tuning_record.json").write_text("")
+    with pytest.raises(TuningError, match="corrupt|cannot read"):
+        tc.compile(mod, tuning_db=str(bad))
+    assert (bad / "database_workload.json").read_text() == "{not json\n"  # nothing overwritten
+
+
+def test_bad_input_and_configuration_are_clear_errors():
+    mod, _ = _mlp_module()
+    with pytest.raises(InputError, match="expected a Relax IRModule"):
+        tc.compile("not a module")
+    with pytest.raises(ConfigError, match="tensorize"):
+        tc.compile(mod, tensorize="sometimes")
+    with pytest.raises(ConfigError, match="sparse_threshold"):
+        tc.compile(mod, sparse_threshold=2.0)
+    with pytest.raises(ConfigError, match="spmm_engine"):
+        tc.compile(mod, spmm_engine="sextans-q")
+    with pytest.raises(ConfigError, match="not supported"):
+        tc.compile(mod, {"kind": "c"})
+    with pytest.raises(ConfigError):
+        tc.compile(mod, accel="no-such-machine")
+    model = tc.compile(mod, tensorize="never")
+    with pytest.raises(ShapeError, match="expected shape"):
+        model(np.zeros((3, 3), "float32"))
+    with pytest.raises(InputError, match="NaN"):
+        model(np.full((16, 32), np.nan, "float32"))
+    with pytest.raises(InputError, match="takes 1 inputs"):
+        model()

@@ -1,0 +1,7 @@
+"""The steps behind :func:`tvm_ext.compile`, one module each.
+
+* :mod:`.ops`: how an op of the imported model is named in the report;
+* :mod:`.sparse_offload`: constant mostly-zero matmul operands -> sparse kernels;
+* :mod:`.llvm_schedule`: tuning records, tensorize or the default schedule per PrimFunc;
+* :mod:`.profiling`: per-kernel measurement of a compiled Relax module.
+"""

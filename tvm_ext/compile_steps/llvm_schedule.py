@@ -1,0 +1,415 @@
+"""Schedule the legalized PrimFuncs of a Relax module for the host CPU.
+
+Each PrimFunc left for llvm (after offloading) gets, in order of preference:
+
+1. **tuned**: the best MetaSchedule record for it in ``tuning_db`` (a JSON
+   database, e.g. from :mod:`tvm_ext.tuning`);
+2. **tensorized**: its matmul/conv blocks mapped onto x86 instructions with
+   ``tensorize`` (``find_mappings`` -> ``plan_mappings`` -> ``emit.apply``,
+   the micro-kernel implementation), other blocks given the default schedule.
+   With ``tensorize="measure"`` (the default) the tensorized kernel is kept only
+   when it measures faster than the default schedule on random inputs (both
+   built through the kernel cache); ``"always"`` keeps it whenever it maps;
+3. **default**: outer spatial loops in parallel when the block is big enough,
+   the innermost loop of element-wise blocks vectorised.
+
+Decisions are cached per (structural hash, target), so one kernel shape is
+mapped and measured once per process.
+
+>>> from tvm import te
+>>> A = te.placeholder((64, 64), name="A")
+>>> B = te.compute((64, 64), lambda i, j: A[i, j] * 2, name="B")
+>>> f, how = schedule_primfunc(te.create_prim_func([A, B]), "default_kernel")
+>>> how.how, bool(f.attrs["tirx.is_scheduled"])
+('default', True)
+"""
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+
+__all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
+           "PARALLEL_MIN_WORK"]
+
+#: Blocks with fewer loop iterations than this run on one thread (a parallel launch costs more).
+PARALLEL_MIN_WORK = 1 << 14
+
+
+@dataclass
+class KernelSchedule:
+    """How one llvm PrimFunc was scheduled, and why."""
+
+    name: str
+    how: str  # "tuned" | "tensorized" | "default"
+    detail: str = ""
+    reason: str = ""
+    candidates: dict[str, float] = field(default_factory=dict)  # measured seconds per candidate
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.name, "how": self.how, "detail": self.detail, "reason": self.reason,
+                "candidates": dict(self.candidates)}
+
+
+# ---------------------------------------------------------------------------
+# Default schedule
+# ---------------------------------------------------------------------------
+def _extent(sch, loop) -> int | None:
+    try:
+        return int(sch.get(loop).extent)
+    except (TypeError, ValueError):
+        return None
+
+
+def _iter_kinds(sch, block) -> list[str]:
+    return ["S" if int(iv.iter_type) == 0 else "R" for iv in sch.get(block).iter_vars]
+
+
+def _spatial_prefix(sch, block, loops) -> list:
+    """The leading loops of ``block`` bound to spatial iters (safe to parallelise).
+
+    Legalized kernels bind their loops to the block iters one to one, in order;
+    anything else gets no parallel loop unless the block has no reduction."""
+    kinds = _iter_kinds(sch, block)
+    if "R" not in kinds:
+        return list(loops)
+    if len(loops) != len(kinds):
+        return []
+    n_spatial = kinds.index("R")
+    return list(loops[:n_spatial])
+
+
+def default_schedule(sch, block, threads: int | None = None) -> list[str]:
+    """Parallelise the outer spatial loops (if the block is big enough) and vectorise the
+    innermost loop of an element-wise block.  Best effort: a step TVM refuses is skipped."""
+    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+
+    from tvm_ext.target import num_threads
+
+    threads = threads or num_threads()
+    steps: list[str] = []
+    try:
+        loops = sch.get_loops(block)
+    except TvmScheduleError:
+        return steps
+    if not loops:
+        return steps
+    extents = [_extent(sch, lp) for lp in loops]
+    if any(e is None for e in extents):
+        return steps
+    work = int(np.prod(extents))
+    elementwise = "R" not in _iter_kinds(sch, block)
+    try:
+        if elementwise and len(loops) > 1 and 1 < extents[-1] <= 64:
+            sch.vectorize(loops[-1])
+            steps.append(f"vectorize inner {extents[-1]}")
+            loops, extents = loops[:-1], extents[:-1]
+        elif elementwise and extents[-1] > 64:
+            _, inner = sch.split(loops[-1], [None, 16])
+            sch.vectorize(inner)
+            steps.append("vectorize inner 16")
+            loops = sch.get_loops(block)[:-1]
+            extents = [_extent(sch, lp) for lp in loops]
+    except TvmScheduleError:
+        pass
+    if work < PARALLEL_MIN_WORK or threads <= 1:
+        return steps
+    prefix = _spatial_prefix(sch, block, loops)
+    take, span = [], 1
+    for lp, e in zip(prefix, extents):
+        take.append(lp)
+        span *= e
+        if span >= 4 * threads:
+            break
+    if span < 2:
+        return steps
+    try:
+        fused = sch.fuse(*take) if len(take) > 1 else take[0]
+        sch.parallel(fused)
+        steps.append(f"parallel {span}")
+    except TvmScheduleError:
+        pass
+    return steps
+
+
+def _root_blocks(sch) -> list:
+    return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def _default_all(func, skip: set[str] = frozenset()):
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    for b in _root_blocks(sch):
+        if sch.get(b).name_hint not in skip:
+            default_schedule(sch, b)
+    return sch
+
+
+# ---------------------------------------------------------------------------
+# Tensorize
+# ---------------------------------------------------------------------------
+def param_buffers(func) -> list:
+    """The buffers of a PrimFunc's parameters (TVM 0.27 params are buffers; older TVM maps handles)."""
+    bmap = getattr(func, "buffer_map", None)
+    return [bmap[p] if bmap else p for p in func.params]
+
+
+def _float_params(func) -> bool:
+    return all(str(b.dtype).startswith("float") for b in param_buffers(func))
+
+
+def _reduction_work(sch, name: str) -> int:
+    try:
+        return int(np.prod([_extent(sch, lp) for lp in sch.get_loops(sch.get_sblock(name))]))
+    except (TypeError, ValueError):
+        return 0
+
+
+#: Emission knobs tried with ``tensorize="measure"`` (first: the emitter's defaults).  ``pack="never"``
+#: reads weights in place (packing a weight inside the kernel on every call can cost more than it
+#: saves); the short-row / panel-order setting suits tall-skinny products (a GCN's ``X @ W``).
+VARIANTS: tuple[dict[str, Any], ...] = (
+    {},
+    {"pack": "never"},
+    {"tiles": {"rows": 4, "vector": 64}, "outer": "panel"},
+)
+
+
+def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
+    """(schedule or None, emitted intrinsic per block, reason when nothing was tensorized).
+
+    ``knobs`` go to :func:`tensorize.emit.apply` (``pack``, ``tiles``, ``outer``)."""
+    from tvm import s_tir
+
+    from tensorize.emit import apply
+    from tensorize.kernels import compute_blocks, plan_mappings
+    from tensorize.search import find_mappings
+    from tvm_ext.errors import TvmExtError
+
+    try:
+        blocks = compute_blocks(func)
+    except Exception as e:  # noqa: BLE001 - a func TVM cannot schedule: leave it
+        return None, [], f"not schedulable ({type(e).__name__})"
+    if not blocks:
+        return None, [], "no reduction block"
+    if not _float_params(func):
+        return None, [], "non-float operands"
+    try:
+        plan = plan_mappings(func, find_mappings(func, "x86", block=blocks))
+    except TvmExtError as e:
+        return None, [], f"no x86 mapping ({str(e).splitlines()[0][:100]})"
+    except Exception as e:  # noqa: BLE001 - the mapper cannot import this kernel
+        return None, [], f"mapper cannot read it ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
+    if plan.program is not None:
+        return None, [], f"needs structural transforms {plan.structural} (kept as written)"
+    sch = s_tir.Schedule(func)
+    done: list[str] = []
+    emitted: list[str] = []
+    for name, cands in plan.candidates.items():
+        par = _reduction_work(sch, name) >= PARALLEL_MIN_WORK
+        for m in cands[:6]:
+            trial = s_tir.Schedule(sch.mod)  # Schedule.copy() fails on some multi-block funcs
+            try:
+                e = apply(trial, trial.get_sblock(name), m, "micro", parallel=par, **knobs)
+            except TvmExtError:
+                continue
+            except Exception:  # noqa: BLE001 - a TVM schedule error on this candidate: try the next
+                continue
+            sch = trial
+            done.append(name)
+            emitted.append(f"{name}: {m.instruction.name} -> {e.intrin}"
+                           + (f" (packs {', '.join(e.packed)})" if e.packed else ""))
+            break
+    if not done:
+        return None, [], "no mapping fits the micro-kernel"
+    for b in _root_blocks(sch):
+        if sch.get(b).name_hint not in done and sch.get(b).name_hint not in plan.candidates:
+            default_schedule(sch, b)
+    return sch, emitted, ""
+
+
+# ---------------------------------------------------------------------------
+# Measurement of candidates
+# ---------------------------------------------------------------------------
+def _random_args(func, seed: int = 0) -> list:
+    import tvm
+
+    rng = np.random.default_rng(seed)
+    args = []
+    for buf in param_buffers(func):
+        shape = tuple(int(s) for s in buf.shape)
+        args.append(tvm.runtime.tensor(rng.uniform(-1, 1, shape).astype(str(buf.dtype))))
+    return args
+
+
+def _measure(func, tag: str, target) -> float:
+    import tvm
+
+    from tvm_ext.kernel_cache import get_or_build
+
+    func = func.with_attr("global_symbol", "main")
+    key = ("tvm_ext.compile.candidate", tag, str(tvm_ffi_hash(func)))
+    mod = get_or_build(key, lambda: func, target)
+    args = _random_args(func)
+    res = mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=5, min_repeat_ms=10)(*args)
+    return float(min(res.results))
+
+
+def tvm_ffi_hash(obj) -> int:
+    import tvm_ffi
+
+    return tvm_ffi.structural_hash(obj)
+
+
+# ---------------------------------------------------------------------------
+# Tuning records
+# ---------------------------------------------------------------------------
+def tuning_database(db: Any):
+    """A MetaSchedule database from a directory, a ``TuningDatabase`` or a MetaSchedule database.
+
+    A directory is checked first (a corrupt file is a :class:`TuningError`, nothing is
+    written); one without MetaSchedule files holds no records for llvm kernels (None).
+    """
+    from pathlib import Path
+
+    from tvm.s_tir import meta_schedule as ms
+
+    from tvm_ext.errors import TuningError
+
+    if db is None or isinstance(db, ms.database.Database):
+        return db
+    root = getattr(db, "root", db)  # a tvm_ext.tuning TuningDatabase: read its directory
+    if not isinstance(root, (str, Path)):
+        raise TuningError(f"tuning_db: expected a directory, a TuningDatabase or a MetaSchedule database, "
+                          f"got {type(db).__name__}")
+    root = Path(root)
+    if not root.is_dir():
+        raise TuningError(f"tuning database {str(root)!r}: no such directory")
+    try:
+        from tvm_ext.tuning.database import check_database
+    except ImportError:  # the tuning package is optional here
+        check_database = None
+    if check_database is not None:
+        check_database(root)
+    names = ("database_workload.json", "database_tuning_record.json")
+    if not all((root / n).is_file() for n in names):
+        return None
+    try:
+        return ms.database.JSONDatabase(work_dir=str(root), allow_missing=False)
+    except Exception as e:  # noqa: BLE001 - MetaSchedule's own parse error
+        raise TuningError(f"tuning database {str(root)!r}: MetaSchedule cannot read it ({e})") from None
+
+
+def _normalized(func):
+    """The IRModule MetaSchedule keys a PrimFunc by (as its relax integration does)."""
+    import tvm
+
+    f = func
+    if not (f.attrs and "global_symbol" in f.attrs):
+        f = f.with_attr("global_symbol", "main")
+    return tvm.IRModule({"main": f.with_attr("tirx.noalias", True)})
+
+
+def _tuned(func, db, target):
+    if db is None:
+        return None
+    try:
+        sch = db.query_schedule(_normalized(func), target, "main")
+    except Exception:  # noqa: BLE001 - a record that does not replay on this func
+        return None
+    return sch
+
+
+# ---------------------------------------------------------------------------
+# Entry points
+# ---------------------------------------------------------------------------
+_lock = threading.Lock()
+_decisions: dict[tuple, tuple[Any, KernelSchedule]] = {}
+
+
+def schedule_primfunc(func, name: str, *, target: Any = None, db: Any = None,
+                      tensorize: str = "measure") -> tuple[Any, KernelSchedule]:
+    """The scheduled PrimFunc (``tirx.is_scheduled`` set) and how it was scheduled."""
+    from tvm_ext.errors import ConfigError
+    from tvm_ext.target import resolve_target
+
+    if tensorize not in ("measure", "always", "never"):
+        raise ConfigError(f"tensorize={tensorize!r}: choose 'measure', 'always' or 'never'")
+    tgt = resolve_target(target)
+    key = (tvm_ffi_hash(func), str(tgt), tensorize, id(db) if db is not None else None)
+    with _lock:
+        hit = _decisions.get(key)
+    if hit is not None:
+        return hit[0], replace(hit[1], name=name)
+    result = _decide(func, name, tgt, db, tensorize)
+    with _lock:
+        _decisions[key] = result
+    return result
+
+
+def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedule]:
+    def done(sch_func, how: KernelSchedule):
+        return sch_func.with_attr("tirx.is_scheduled", True), how
+
+    tuned = _tuned(func, db, tgt)
+    if tuned is not None:
+        f = tuned.mod["main"]
+        symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
+        f = f.with_attr("global_symbol", symbol) if symbol is not None else f.without_attr("global_symbol")
+        return done(f, KernelSchedule(name, "tuned", "MetaSchedule record from tuning_db"))
+    default = _default_all(func).mod["main"]
+    if tensorize == "never":
+        return done(default, KernelSchedule(name, "default", reason="tensorize='never'"))
+    try:
+        sch, emitted, why = tensorize_primfunc(func)
+    except Exception as e:  # noqa: BLE001 - a TVM failure while mapping: keep the default schedule
+        sch, emitted, why = None, [], f"tensorize failed ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
+    if sch is None:
+        return done(default, KernelSchedule(name, "default", reason=why))
+    variants = {"tensorized": (sch.mod["main"], "; ".join(emitted))}
+    if tensorize == "always":
+        return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1]))
+    for knobs in VARIANTS[1:]:
+        try:
+            alt, alt_emitted, _ = tensorize_primfunc(func, **knobs)
+        except Exception:  # noqa: BLE001 - a variant is optional
+            continue
+        seen = {tvm_ffi_hash(f) for f, _ in variants.values()}
+        if alt is not None and tvm_ffi_hash(alt.mod["main"]) not in seen:
+            label = "tensorized " + ", ".join(f"{k}={v}" for k, v in knobs.items())
+            variants[label] = (alt.mod["main"], "; ".join(alt_emitted))
+    try:
+        times = {k: _measure(f, k, tgt) for k, (f, _) in variants.items()}
+        times["default"] = _measure(default, "default", tgt)
+    except Exception as e:  # noqa: BLE001 - cannot measure here: trust the mapping
+        why = f"not measured ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
+        return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1], why))
+    best = min(times, key=times.get)
+    if best == "default":
+        first = min((k for k in times if k != "default"), key=times.get)
+        return done(default, KernelSchedule(
+            name, "default", variants[first][1],
+            f"tensorized was slower ({times[first] * 1e6:.1f} us vs {times['default'] * 1e6:.1f} us)", times))
+    return done(variants[best][0], KernelSchedule(
+        name, "tensorized", variants[best][1],
+        f"{best}: {times['default'] / times[best]:.2f}x faster than the default schedule", times))
+
+
+def schedule_module(mod, *, target: Any = None, db: Any = None, tensorize: str = "measure"
+                    ) -> tuple[Any, dict[str, KernelSchedule]]:
+    """Schedule every unscheduled PrimFunc of ``mod``; returns the module and the decisions by name."""
+    import tvm
+
+    out: dict[str, KernelSchedule] = {}
+    for gv, func in list(mod.functions.items()):
+        if not isinstance(func, tvm.tirx.PrimFunc):
+            continue
+        if func.attrs is not None and func.attrs.get("tirx.is_scheduled", False):
+            continue
+        new, how = schedule_primfunc(func, gv.name_hint, target=target, db=db, tensorize=tensorize)
+        mod[gv] = new
+        out[gv.name_hint] = how
+    return mod, out

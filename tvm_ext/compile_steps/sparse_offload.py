@@ -1,0 +1,348 @@
+"""Replace products with a constant, mostly-zero matrix by sparse kernels (``schedules/`` where they match).
+
+Frontends densify sparse tensors: a GCN's adjacency arrives as a dense
+``R.const`` operand of ``R.matmul``.  :func:`offload_sparse_matmuls` finds
+every ``matmul`` whose left (or right) operand is a 2-D float32 constant with
+density at most ``threshold`` and sends it to one of three places:
+
+* ``"sextans"``: the product becomes ``call_tir(sextans_spmm, csr..., X)``
+  (:mod:`tvm_ext.spmm_engine.relax_op`), which
+  :func:`~tvm_ext.spmm_engine.partition_for_sextans` then offloads to the
+  simulated HBM engine (when ``engine`` is configured);
+* ``"gcn-fused"``: ``A @ (X @ W)`` with a single-use ``X @ W`` becomes the
+  GOGETA-fused GCN layer kernel (:class:`schedules.fusion.gcn.GCNLayer`, which
+  computes ``(A·X)·W`` in one pass over the rows) when re-associating does not
+  multiply the sparse work by more than ``fuse_ratio``;
+* ``"sparse-executor"``: otherwise the inspector/executor of
+  :func:`schedules.sparse.inspect` (format chosen from the matrix) runs it on
+  llvm, called from the Relax VM through ``R.call_dps_packed``.
+
+A right operand ``X @ W`` with ``W`` sparse is computed as ``(Wᵀ @ Xᵀ)ᵀ``.
+
+>>> import numpy as np
+>>> from tvm import relax
+>>> dense = np.eye(64, dtype="float32")
+>>> csr = sparse_constant(relax.const(dense), threshold=0.1, min_elements=16)
+>>> csr.nnz
+64
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tvm_ext.compile_steps.ops import op_key
+
+__all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "materialize_packed", "DEFAULT_THRESHOLD",
+           "DEFAULT_MIN_ELEMENTS"]
+
+#: Density at or below which a constant matmul operand counts as sparse.
+DEFAULT_THRESHOLD = 0.1
+#: Smaller constants stay dense (a sparse kernel cannot pay off).
+DEFAULT_MIN_ELEMENTS = 4096
+
+
+@dataclass
+class SparseRewrite:
+    """One matmul (or GCN pair) replaced by a sparse kernel."""
+
+    where: str  # "sparse-executor" | "sextans" | "gcn-fused"
+    symbol: str
+    shape: tuple[int, int]
+    nnz: int
+    n_cols: int
+    detail: str
+    ops: list[str] = field(default_factory=list)  # what it replaced, readable
+    keys: list[tuple[str, str]] = field(default_factory=list)  # ops.op_key of the replaced op calls
+    kernel: Any = None  # the registered callable (llvm kernels: has .time())
+    fallback: str = ""  # why a preferred placement was not used
+
+    @property
+    def density(self) -> float:
+        m, k = self.shape
+        return self.nnz / max(m * k, 1)
+
+
+def sparse_constant(expr: Any, threshold: float = DEFAULT_THRESHOLD,
+                    min_elements: int = DEFAULT_MIN_ELEMENTS):
+    """The scipy CSR of a 2-D float32 ``relax.Constant`` at most ``threshold`` dense, else None."""
+    value = getattr(expr, "value", None)
+    if not hasattr(value, "numpy") or not hasattr(expr, "ty"):
+        return None
+    arr = value.numpy()
+    if arr.ndim != 2 or arr.dtype != np.float32 or arr.size < min_elements:
+        return None
+    nnz = int(np.count_nonzero(arr))
+    if nnz > threshold * arr.size or not np.isfinite(arr).all():
+        return None
+    import scipy.sparse as sp
+
+    return sp.csr_array(arr)
+
+
+def _digest(csr, *extra: Any) -> str:
+    h = hashlib.blake2b(digest_size=8)
+    for a in (csr.indptr, csr.indices, csr.data, np.asarray(csr.shape)):
+        h.update(np.ascontiguousarray(a).tobytes())
+    h.update(repr(extra).encode())
+    return h.hexdigest()
+
+
+def _shape(expr: Any) -> tuple[int, ...] | None:
+    try:
+        return tuple(int(d) for d in expr.ty.shape.values)
+    except (AttributeError, TypeError, ValueError):
+        return None
+
+
+class _ExecutorKernel:
+    """DPS packed function ``f(B, out)``: ``out = A @ B`` with a compiled sparse executor."""
+
+    def __init__(self, plan: Any, target: Any):
+        self.plan = plan
+        self.executor = plan.build(target, kind="spmm")
+
+    def __call__(self, b: Any, out: Any) -> None:
+        self.executor(b, out=out)
+
+    def time(self, b: Any) -> float:
+        return float(self.executor.time(b, repeat=3, min_repeat_ms=20).min)
+
+
+class _FusedGcnKernel:
+    """DPS packed function ``f(X, W, out)``: ``out = (A @ X) @ W`` with the fused GCN layer.
+
+    The VM's tensors go straight into the layer's kernels (its ``storage`` names the
+    buffers); a layer without that interface is called on numpy copies instead."""
+
+    def __init__(self, layer: Any):
+        self.layer = layer
+        st = getattr(layer, "storage", None)
+        self.direct = (isinstance(st, dict) and {"X0", "W", "X1"} <= set(st)
+                       and all(len(step) > 1 or "Z" not in step for step in getattr(layer, "steps", [("Z",)])))
+
+    def __call__(self, x: Any, w: Any, out: Any) -> None:
+        if self.direct:
+            st = self.layer.storage
+            env = {st["X0"]: x, st["W"]: w, st["X1"]: out}
+            for k in self.layer.kernels:
+                k(env)
+            return
+        out.copyfrom(self.layer(x.numpy(), w.numpy()))
+
+    def time(self, x: Any, w: Any) -> float:
+        return float(self.layer.time(x.numpy(), w.numpy(), repeat=3))
+
+
+def _register(symbol: str, kernel: Any) -> None:
+    import tvm_ffi
+
+    tvm_ffi.register_global_func(symbol, kernel, override=True)
+
+
+def _make_mutator():
+    from tvm import relax
+
+    @relax.expr_functor.mutator
+    class _SparseMatmuls(relax.PyExprMutator):
+        def __init__(self, mod, options: dict, uses: dict):
+            super().__init__(mod)
+            self.mod_, self.options, self.uses = mod, options, uses
+            self.rewrites: list[SparseRewrite] = []
+            self.placeholders: dict[str, str] = {}
+            self.spmm_gv = None
+
+        def transform(self):
+            for gv, func in self.mod_.functions.items():
+                if isinstance(func, relax.Function) and "Codegen" not in (func.attrs or {}):
+                    self.builder_.update_func(gv, self.visit_expr(func))
+            return self.builder_.get()
+
+        def visit_call_(self, op):  # noqa: N802 - TVM's hook name
+            call = super().visit_call_(op)
+            if not isinstance(call.op, _op_type()) or call.op.name != "relax.matmul" or len(call.args) != 2:
+                return call
+            lhs, rhs = call.args
+            o = self.options
+            self._key = op_key(op)
+            A = sparse_constant(lhs, o["threshold"], o["min_elements"])
+            if A is not None and _shape(rhs) is not None and len(_shape(rhs)) == 2:
+                return self._sparse_lhs(A, rhs)
+            W = sparse_constant(rhs, o["threshold"], o["min_elements"])
+            if W is not None and _shape(lhs) is not None and len(_shape(lhs)) == 2:
+                import scipy.sparse as sp
+
+                xt = self.builder_.emit(relax.op.permute_dims(lhs))
+                zt = self._sparse_lhs(sp.csr_array(W.T), xt, transposed=True)
+                return relax.op.permute_dims(self.builder_.emit(zt))
+            return call
+
+        def _placeholder(self, symbol: str, args: list, out_shape: tuple[int, int]):
+            """``call_tir`` of a stand-in PrimFunc, swapped for ``call_dps_packed(symbol)`` by
+            :func:`materialize_packed` (BYOC partitioning cannot look through extern calls)."""
+            stand_in = _stand_in([_shape(a) for a in args], out_shape).with_attr("tvm_ext.packed", symbol)
+            gv = self.builder_.add_func(stand_in, "tvm_ext_packed")  # the attr keeps two kernels apart
+            self.placeholders[gv.name_hint] = symbol
+            return relax.call_tir(gv, args, out_ty=relax.TensorType(out_shape, "float32"))
+
+        # -- placements ------------------------------------------------------
+        def _sparse_lhs(self, A, B, transposed: bool = False):
+            o = self.options
+            m, k = A.shape
+            n = _shape(B)[1]
+            label = f"matmul(const {m}x{k} at {A.nnz / (m * k):.2%} density, {'Xᵀ' if transposed else 'X'} {k}x{n})"
+            if o["engine"] is not None:
+                return self._sextans(A, B, label)
+            fused = None if transposed else self._gcn_fused(A, B, label)
+            if fused is not None:
+                return fused
+            return self._executor(A, B, label)
+
+        def _executor(self, A, B, label, fallback: str = ""):
+            from schedules.sparse import inspect
+
+            n = _shape(B)[1]
+            plan = inspect(A, n)
+            kernel = _ExecutorKernel(plan, self.options["target"])
+            symbol = f"tvm_ext.sparse.{_digest(A, plan.label)}"
+            _register(symbol, kernel)
+            self.rewrites.append(SparseRewrite("sparse-executor", symbol, A.shape, int(A.nnz), n,
+                                               f"{plan.label} executor ({plan.choice.reason})", [label],
+                                               [self._key], kernel, fallback))
+            return self._placeholder(symbol, [B], (A.shape[0], n))
+
+        def _sextans(self, A, B, label):
+            from tvm_ext.spmm_engine.relax_op import SPMM_FUNC, spmm_primfunc
+
+            if self.spmm_gv is None:
+                self.spmm_gv = self.builder_.add_func(spmm_primfunc().without_attr("global_symbol"), SPMM_FUNC)
+            csr = [relax.const(A.indptr.astype(np.int32)), relax.const(A.indices.astype(np.int32)),
+                   relax.const(A.data.astype(np.float32))]
+            n = _shape(B)[1]
+            self.rewrites.append(SparseRewrite("sextans", "", A.shape, int(A.nnz), n,
+                                               f"Sextans engine ({self.options['engine_name']})", [label],
+                                               [self._key]))
+            return relax.call_tir(self.spmm_gv, [*csr, B], out_ty=relax.TensorType((A.shape[0], n), "float32"))
+
+        def _gcn_fused(self, A, B, label):
+            o = self.options
+            if not o["fuse_gcn"] or not isinstance(B, relax.Var) or self.uses.get(B, 0) != 1:
+                return None
+            inner = self.lookup_binding(B)
+            if not (isinstance(inner, relax.Call) and isinstance(inner.op, _op_type())
+                    and inner.op.name == "relax.matmul"):
+                return None
+            X, W = inner.args
+            xs, ws = _shape(X), _shape(W)
+            if xs is None or ws is None or len(xs) != 2 or len(ws) != 2 or xs[0] != A.shape[1]:
+                return None
+            if xs[1] > o["fuse_ratio"] * ws[1]:
+                return None
+            try:
+                from schedules.fusion.gcn import GCNLayer
+
+                layer = GCNLayer(A, xs[1], ws[1], fused=True, target=o["target"])
+            except Exception as e:  # noqa: BLE001 - the fused kernel is optional: fall back, say why
+                reason = f"fused GCN kernel unavailable ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
+                return self._executor(A, B, label, fallback=reason)
+            kernel = _FusedGcnKernel(layer)
+            symbol = f"tvm_ext.gcn.{_digest(A, xs, ws)}"
+            _register(symbol, kernel)
+            inner_label = f"matmul(X {xs[0]}x{xs[1]}, W {ws[0]}x{ws[1]})"
+            self.rewrites.append(SparseRewrite(
+                "gcn-fused", symbol, A.shape, int(A.nnz), ws[1],
+                f"GOGETA-fused GCN layer (A·X)·W, steps {layer.steps}", [inner_label, label],
+                [op_key(inner, B), self._key], kernel))
+            return self._placeholder(symbol, [X, W], (A.shape[0], ws[1]))
+
+    return _SparseMatmuls
+
+
+def _stand_in(in_shapes: list, out_shape: tuple[int, int]):
+    """A PrimFunc with the packed kernel's signature (never run)."""
+    import tvm
+    from tvm import te
+
+    ins = [te.placeholder(s, "float32", name=f"in{i}") for i, s in enumerate(in_shapes)]
+    out = te.compute(out_shape, lambda i, j: tvm.tirx.const(0, "float32"), name="out")
+    return te.create_prim_func([*ins, out]).without_attr("global_symbol")
+
+
+def materialize_packed(mod: Any, placeholders: dict[str, str]) -> Any:
+    """Replace the stand-in ``call_tir``s by ``R.call_dps_packed`` to the registered kernels."""
+    from tvm import relax
+
+    if not placeholders:
+        return mod
+
+    @relax.expr_functor.mutator
+    class _Swap(relax.PyExprMutator):
+        def visit_call_(self, op):  # noqa: N802 - TVM's hook name
+            call = super().visit_call_(op)
+            if getattr(call.op, "name", "") == "relax.call_tir" and isinstance(call.args[0], relax.GlobalVar):
+                symbol = placeholders.get(call.args[0].name_hint)
+                if symbol is not None:
+                    return relax.call_dps_packed(symbol, list(call.args[1].fields), out_ty=call.ty)
+            return call
+
+    swap = _Swap(mod)
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, relax.Function):
+            mod[gv] = swap.visit_expr(func)
+    return relax.transform.DeadCodeElimination()(mod)
+
+
+def _op_type():
+    import tvm
+
+    return tvm.ir.Op
+
+
+def _use_counts(mod: Any) -> dict:
+    """How often each Relax var is used as an argument, over every Relax function."""
+    from tvm import relax
+
+    counts: dict = {}
+
+    def visit(e):
+        if isinstance(e, relax.Call):
+            for a in e.args:
+                if isinstance(a, relax.Var):
+                    counts[a] = counts.get(a, 0) + 1
+        elif isinstance(e, relax.Tuple):
+            for a in e.fields:
+                if isinstance(a, relax.Var):
+                    counts[a] = counts.get(a, 0) + 1
+
+    for _, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func.body, visit)
+            body = func.body
+            if isinstance(getattr(body, "body", None), relax.Var):
+                counts[body.body] = counts.get(body.body, 0) + 1
+    return counts
+
+
+def offload_sparse_matmuls(mod: Any, *, target: Any = None, engine: Any = None, engine_name: str = "",
+                           threshold: float = DEFAULT_THRESHOLD, min_elements: int = DEFAULT_MIN_ELEMENTS,
+                           fuse_gcn: bool = True, fuse_ratio: float = 4.0
+                           ) -> tuple[Any, list[SparseRewrite], dict[str, str]]:
+    """Rewrite the sparse-constant matmuls of ``mod``.
+
+    Returns the module, what was done, and the stand-in functions to swap for
+    packed calls with :func:`materialize_packed` (after any BYOC partitioning).
+    ``engine`` is anything true to send the products to Sextans (the caller runs
+    :func:`~tvm_ext.spmm_engine.partition_for_sextans` afterwards).
+    """
+    from tvm import relax
+
+    options = {"target": target, "engine": engine, "engine_name": engine_name, "threshold": float(threshold),
+               "min_elements": int(min_elements), "fuse_gcn": bool(fuse_gcn), "fuse_ratio": float(fuse_ratio)}
+    mutator = _make_mutator()(mod, options, _use_counts(mod))
+    new = mutator.transform()
+    if mutator.rewrites:
+        new = relax.transform.DeadCodeElimination()(new)
+    return new, mutator.rewrites, dict(mutator.placeholders)

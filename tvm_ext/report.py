@@ -1,0 +1,403 @@
+"""``tvm-ext report``: run the benchmark suites at one size and write one report with tables and plots.
+
+Each :class:`Suite` is a ``bench/`` script.  :func:`run_suite` runs it as
+``python -m bench.<name> [--quick] --out DIR`` in a subprocess (a crash or a
+timeout of one suite does not stop the others), keeps its printed markdown
+tables and reads the JSON lines it wrote; a per-suite plot function draws the
+rows with matplotlib.  :func:`write_report` puts everything in
+``DIR/report.md`` (or ``report.html``) with the plots under ``DIR/plots``.
+
+The default suites cover the GOGETA traffic model, the Sextans sweep, the
+sparse executors against scipy and torch, the tensorized GEMM/conv against
+numpy and torch, the block-CG speed-ups, and the models end to end.
+
+>>> [s.name for s in SUITES][:3]
+['gogeta_traffic', 'sextans_sweep', 'sparse_executors']
+"""
+from __future__ import annotations
+
+import html
+import json
+import math
+import os
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from tvm_ext.errors import ConfigError
+
+__all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html"]
+
+SIZES = ("quick", "full")
+
+
+@dataclass(frozen=True)
+class Suite:
+    """A benchmark script, its title and how to plot its rows."""
+
+    name: str
+    title: str
+    module: str
+    plot: Callable[[dict[str, list[dict]], Path], list[Path]] | None = None
+    timeout_s: int = 1800
+    extra_args: tuple[str, ...] = ()
+
+
+@dataclass
+class SuiteResult:
+    """What one suite run produced."""
+
+    suite: Suite
+    status: str  # "ok" | "failed" | "timeout"
+    seconds: float
+    stdout: str
+    rows: dict[str, list[dict]] = field(default_factory=dict)  # JSON lines by bench name
+    plots: list[Path] = field(default_factory=list)
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"name": self.suite.name, "status": self.status, "seconds": round(self.seconds, 1),
+                "rows": sum(len(v) for v in self.rows.values()), "plots": [str(p) for p in self.plots],
+                "error": self.error}
+
+
+# ---------------------------------------------------------------------------
+# Plots (matplotlib, Agg); every one is defensive about missing columns
+# ---------------------------------------------------------------------------
+def _num(v: Any) -> float | None:
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        return None
+    return f if math.isfinite(f) and f > 0 else None
+
+
+def _bars(path: Path, title: str, labels: Sequence[str], series: dict[str, Sequence[Any]], ylabel: str,
+          log: bool = True) -> Path | None:
+    """Grouped bar chart; returns the PNG path (None when nothing is plottable)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = {k: [_num(v) for v in vals] for k, vals in series.items()}
+    series = {k: v for k, v in series.items() if any(x is not None for x in v)}
+    if not labels or not series:
+        return None
+    width = 0.8 / len(series)
+    many = len(labels) > 30
+    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.55 * len(labels) * len(series) ** 0.5 + 2)), 4.5))
+    for i, (name, vals) in enumerate(series.items()):
+        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
+        ax.bar(xs, [v or 0.0 for v in vals], width, label=name)
+    ax.set_xticks(range(len(labels)))
+    ax.set_xticklabels(labels, rotation=90 if many else 40, ha="center" if many else "right", fontsize=5 if many else 8)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if log:
+        ax.set_yscale("log")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _keep(paths: Sequence[Path | None]) -> list[Path]:
+    return [p for p in paths if p is not None]
+
+
+def _plot_gogeta(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    configs = ("SEQ-Flex", "SEQ-Overflow", "GOGETA-df", "GOGETA-map", "Ideal")
+    fig10 = [r for r in rows.get("gogeta_traffic_fig10", []) if r.get("figure") == "fig10"]
+    fig11 = rows.get("gogeta_traffic_fig11", [])
+    out_paths = []
+    for name, sel, lab in (("fig10", fig10, lambda r: f"{r.get('workload')} N={r.get('N')} {r.get('sram_mb')} MB"),
+                           ("fig11", fig11, lambda r: str(r.get("workload")))):
+        cols = [c for c in configs if any(c in r for r in sel)]
+        out_paths.append(_bars(out / f"gogeta_{name}.png", f"GOGETA {name}: DRAM traffic (MB) per configuration",
+                               [lab(r) for r in sel], {c: [r.get(c) for r in sel] for c in cols}, "MB"))
+    return _keep(out_paths)
+
+
+def _lines(path: Path, title: str, xlabel: str, series: dict[str, tuple[Sequence[Any], Sequence[Any]]],
+           ylabel: str, log: bool = True) -> Path | None:
+    """One line (with markers) per series of (xs, ys); returns the PNG path or None."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    series = {k: [(x, _num(y)) for x, y in zip(*xy) if _num(y) is not None] for k, xy in series.items()}
+    series = {k: v for k, v in series.items() if v}
+    if not series:
+        return None
+    fig, ax = plt.subplots(figsize=(7, 4))
+    for name, pts in series.items():
+        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    ax.set_title(title, fontsize=10)
+    if log:
+        ax.set_yscale("log")
+        ax.set_xscale("log", base=2)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
+
+
+def _plot_sextans(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    sel = rows.get("sextans_sweep", [])
+    ns = sorted({int(r["n"]) for r in sel if _num(r.get("n"))})
+    series = {}
+    for key, label in (("sextans_gflops", "Sextans"), ("sextans_p_gflops", "Sextans-P")):
+        per_n = [[_num(r.get(key)) for r in sel if r.get("n") == n] for n in ns]
+        per_n = [[v for v in vs if v] for vs in per_n]
+        series[f"{label} geomean"] = (ns, [math.exp(sum(map(math.log, v)) / len(v)) if v else None for v in per_n])
+        series[f"{label} best matrix"] = (ns, [max(v) if v else None for v in per_n])
+    return _keep([_lines(out / "sextans_sweep.png", f"Sextans model over {len({r.get('matrix') for r in sel})} "
+                         "matrices: GFLOP/s vs N", "N (columns of B)", series, "GFLOP/s")])
+
+
+def _plot_sparse(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    sel = rows.get("sparse_executors", [])
+    labels = [f"{r.get('matrix')} N={r.get('N')}" for r in sel]
+
+    def gflops(r, key):
+        t, nnz, n = _num(r.get(key)), _num(r.get("nnz")), _num(r.get("N"))
+        return 2 * nnz * n / t / 1e6 if t and nnz and n else None
+
+    series = {"ours (best format)": [gflops(r, "ours_ms") for r in sel],
+              "scipy": [gflops(r, "scipy_ms") for r in sel], "torch": [gflops(r, "torch_ms") for r in sel]}
+    return _keep([_bars(out / "sparse_executors.png", "Sparse executors vs scipy and torch", labels, series,
+                        "GFLOP/s")])
+
+
+def _plot_gemm(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    sel = rows.get("tensorize_gemm", [])
+    series = {"ours (tensorized)": [r.get("ours_gflops") for r in sel],
+              "MetaSchedule": [r.get("ms_gflops") for r in sel], "numpy": [r.get("numpy_gflops") for r in sel]}
+    return _keep([_bars(out / "tensorize_gemm.png", "Tensorized GEMM vs MetaSchedule and numpy",
+                        [str(r.get("shape")) for r in sel], series, "GFLOP/s")])
+
+
+def _plot_conv(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    sel = rows.get("tensorize_conv", [])
+    series = {"ours (tensorized)": [r.get("ours_gflops") for r in sel], "torch": [r.get("torch_gflops") for r in sel]}
+    return _keep([_bars(out / "tensorize_conv.png", "Tensorized convolutions vs torch",
+                        [str(r.get("layer")) for r in sel], series, "GFLOP/s")])
+
+
+def _ratio(a: Any, b: Any) -> float | None:
+    a, b = _num(a), _num(b)
+    return a / b if a and b else None
+
+
+def _plot_block_cg(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    sel = rows.get("block_cg", [])
+    series = {"unfused / fused": [_ratio(r.get("unfused_ms"), r.get("fused_ms")) for r in sel],
+              "numpy / fused": [_ratio(r.get("numpy_ms"), r.get("fused_ms")) for r in sel]}
+    return _keep([_bars(out / "block_cg.png", "Block CG: speed-up of the fused kernels (per iteration)",
+                        [f"{r.get('matrix')} N={r.get('N')}" for r in sel], series, "speed-up (x)")])
+
+
+def _plot_models(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    sel = rows.get("models", [])
+    series = {"llvm-only / ours": [_ratio(r.get("llvm_only_ms"), r.get("ours_ms")) for r in sel],
+              "torch / ours": [_ratio(r.get("torch_ms"), r.get("ours_ms")) for r in sel]}
+    return _keep([_bars(out / "models.png", "Models: speed-up of tvm_ext.compile (measured + simulated)",
+                        [f"{r.get('model')} {r.get('config')}" for r in sel], series, "speed-up (x)")])
+
+
+def _plot_accel(rows: dict[str, list[dict]], out: Path) -> list[Path]:
+    gemm = rows.get("accel_gemm", [])
+    gru = rows.get("accel_gru", [])
+    return _keep([
+        _bars(out / "accel_gemm.png", "Accelerator GEMM: cycles, ISA Mapper scheduler vs kernel library",
+              [str(r.get("shape")) for r in gemm],
+              {"ours": [r.get("cycles") for r in gemm], "KL": [r.get("cycles_kl") for r in gemm]}, "cycles"),
+        _bars(out / "accel_gru.png", "Accelerator GRU: cycles per step, ours vs kernel library",
+              [f"H={r.get('H')} B={r.get('B')}" for r in gru],
+              {"ours": [r.get("cycles_per_step") for r in gru], "KL": [r.get("cycles_per_step_kl") for r in gru]},
+              "cycles / step"),
+    ])
+
+
+SUITES: tuple[Suite, ...] = (
+    Suite("gogeta_traffic", "GOGETA DRAM-traffic model (Fig. 10-12, Table 1)", "bench.gogeta_traffic", _plot_gogeta),
+    Suite("sextans_sweep", "Sextans HBM engine sweep (Fig. 7/8, Table 1)", "bench.sextans_sweep", _plot_sextans),
+    Suite("sparse_executors", "Sparse executors vs scipy and torch", "bench.sparse_executors", _plot_sparse),
+    Suite("tensorize_gemm", "Tensorized GEMM vs MetaSchedule and numpy", "bench.tensorize_gemm", _plot_gemm),
+    Suite("tensorize_conv", "Tensorized convolutions vs torch", "bench.tensorize_conv", _plot_conv),
+    Suite("block_cg", "Block CG: fused kernels vs unfused, numpy and scipy", "bench.block_cg", _plot_block_cg),
+    Suite("models", "Models: tvm_ext.compile vs llvm-only TVM vs PyTorch", "bench.models", _plot_models),
+    Suite("accel_gemm_gru", "Matrix accelerator: ISA Mapper scheduler vs kernel library", "bench.accel_gemm_gru",
+          _plot_accel),
+)
+
+
+def suite_names() -> list[str]:
+    return [s.name for s in SUITES]
+
+
+# ---------------------------------------------------------------------------
+# Running
+# ---------------------------------------------------------------------------
+def _read_rows(directory: Path) -> dict[str, list[dict]]:
+    rows: dict[str, list[dict]] = {}
+    for path in sorted(directory.glob("*.jsonl")):
+        for line in path.read_text().splitlines():
+            try:
+                rec = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(rec, dict):
+                rows.setdefault(str(rec.get("bench", path.stem)), []).append(rec)
+    return rows
+
+
+def run_suite(suite: Suite, size: str, out_dir: str | os.PathLike, *, timeout_s: int | None = None,
+              env: dict[str, str] | None = None) -> SuiteResult:
+    """Run one suite script in a subprocess; collect its stdout, JSON lines and plots."""
+    if size not in SIZES:
+        raise ConfigError(f"report size {size!r}: choose from {', '.join(SIZES)}")
+    out = Path(out_dir)
+    rows_dir = out / "data" / suite.name
+    rows_dir.mkdir(parents=True, exist_ok=True)
+    for old in rows_dir.glob("*.jsonl"):
+        old.unlink()
+    cmd = [sys.executable, "-m", suite.module, *(("--quick",) if size == "quick" else ()), "--out", str(rows_dir),
+           *suite.extra_args]
+    t0 = time.perf_counter()
+    status, error = "ok", ""
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s or suite.timeout_s,
+                              env={**os.environ, **(env or {})})
+        stdout = proc.stdout
+        if proc.returncode != 0:
+            status = "failed"
+            tail = (proc.stderr or "").strip().splitlines()[-3:]
+            error = f"exit code {proc.returncode}: " + " | ".join(tail)
+    except subprocess.TimeoutExpired as e:
+        stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+        status, error = "timeout", f"no result within {timeout_s or suite.timeout_s} s"
+    seconds = time.perf_counter() - t0
+    result = SuiteResult(suite, status, seconds, stdout, _read_rows(rows_dir), error=error)
+    if suite.plot is not None and result.rows:
+        try:
+            result.plots = suite.plot(result.rows, out / "plots")
+        except ImportError:
+            result.error += ("; " if result.error else "") + "matplotlib not installed: no plots"
+        except Exception as e:  # noqa: BLE001 - a plot must not lose the tables
+            result.error += ("; " if result.error else "") + f"plot failed: {type(e).__name__}: {e}"
+    return result
+
+
+def _machine_line() -> str:
+    from tvm_ext.platform_info import platform_info
+
+    m = platform_info()
+    env = ", ".join(f"{k}={v}" for k, v in m.get("thread_env", {}).items() if v is not None)
+    return f"{m.get('cpu_model')} ({m.get('cores')} cores), mcpu={m.get('mcpu')}, {env}"
+
+
+def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:
+    from tvm_ext.markdown import table
+
+    lines = [f"# tvm-ext benchmark report ({size})", "",
+             f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {_machine_line()}", "",
+             "Every table below is printed by its `bench/` script in this run; ratios compare peers measured "
+             "in the same run.  Raw rows: `data/<suite>/*.jsonl`.", "",
+             table(["suite", "status", "seconds", "rows", "plots", "note"],
+                   [[r.suite.name, r.status, round(r.seconds, 1), sum(len(v) for v in r.rows.values()),
+                     len(r.plots), r.error[:100]] for r in results]), ""]
+    for r in results:
+        lines += [f"## {r.suite.title}", "", f"`python -m {r.suite.module}{' --quick' if size == 'quick' else ''}` "
+                  f"({r.status}, {r.seconds:.1f} s)", ""]
+        if r.error:
+            lines += [f"> {r.error}", ""]
+        lines += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in r.plots]
+        lines += ["", r.stdout.strip(), ""]
+    return "\n".join(lines)
+
+
+def markdown_to_html(text: str, title: str = "tvm-ext report") -> str:
+    """A small markdown subset to HTML: headings, tables, images, quotes, paragraphs.
+
+    >>> "<table>" in markdown_to_html("| a |\\n|---|\\n| 1 |")
+    True
+    """
+    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
+           "<style>body{font-family:sans-serif;max-width:1200px;margin:auto} table{border-collapse:collapse;"
+           "font-size:12px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}</style></head><body>"]
+    lines = text.splitlines()
+    i = 0
+    while i < len(lines):
+        line = lines[i]
+        if line.startswith("|"):
+            block = []
+            while i < len(lines) and lines[i].startswith("|"):
+                block.append(lines[i])
+                i += 1
+            cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in block
+                     if not set(row.replace("|", "").strip()) <= set("-: ")]
+            out.append("<table>")
+            for k, row in enumerate(cells):
+                tag = "th" if k == 0 else "td"
+                out.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row) + "</tr>")
+            out.append("</table>")
+            continue
+        if line.startswith("#"):
+            level = len(line) - len(line.lstrip("#"))
+            out.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
+        elif line.startswith("![") and "](" in line:
+            src = line[line.index("](") + 2:line.rindex(")")]
+            out.append(f"<p><img src='{html.escape(src)}' alt=''></p>")
+        elif line.startswith(">"):
+            out.append(f"<blockquote>{html.escape(line[1:].strip())}</blockquote>")
+        elif line.strip():
+            out.append(f"<pre>{html.escape(line)}</pre>")
+        i += 1
+    out.append("</body></html>")
+    return "\n".join(out)
+
+
+def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Sequence[str | Suite] | None = None,
+                 fmt: str = "md", timeout_s: int | None = None, env: dict[str, str] | None = None,
+                 progress: Callable[[str], None] | None = None) -> tuple[Path, list[SuiteResult]]:
+    """Run the suites (all by default) and write ``report.md`` / ``report.html`` in ``out_dir``."""
+    if size not in SIZES:
+        raise ConfigError(f"report size {size!r}: choose from {', '.join(SIZES)}")
+    if fmt not in ("md", "html"):
+        raise ConfigError(f"report format {fmt!r}: choose md or html")
+    by_name = {s.name: s for s in SUITES}
+    chosen: list[Suite] = []
+    for s in suites or list(by_name):
+        if isinstance(s, Suite):
+            chosen.append(s)
+        elif s in by_name:
+            chosen.append(by_name[s])
+        else:
+            raise ConfigError(f"unknown report suite {s!r}; choose from {', '.join(by_name)}")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for s in chosen:
+        if progress:
+            progress(f"running {s.module} ({size}) ...")
+        results.append(run_suite(s, size, out, timeout_s=timeout_s, env=env))
+        if progress:
+            r = results[-1]
+            progress(f"  {s.name}: {r.status} in {r.seconds:.1f} s, {sum(len(v) for v in r.rows.values())} rows, "
+                     f"{len(r.plots)} plots")
+    text = _markdown(results, size, out)
+    path = out / f"report.{fmt}"
+    path.write_text(markdown_to_html(text) if fmt == "html" else text)
+    return path, results
