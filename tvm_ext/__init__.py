@@ -12,10 +12,8 @@ load lazily on first attribute access, so ``import tvm_ext`` stays cheap and
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
-
 from tvm_ext import errors
+from tvm_ext.lazy_exports import lazy_getattr
 from tvm_ext.errors import (
     ConfigError,
     ConvergenceError,
@@ -56,11 +54,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    target = _LAZY.get(name)
-    if target is None:
-        raise AttributeError(f"module 'tvm_ext' has no attribute {name!r}")
-    module = importlib.import_module(target)
-    value = module if target.endswith(name) else getattr(module, name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -26,8 +26,8 @@ The pieces, in the order data flows through them:
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tvm_ext.lazy_exports import lazy_getattr
+
 
 from .approach import CHOICES, Approach, CostModelApproach, HeuristicApproach
 from .cases import gemm_workload, run_gemm, run_gru
@@ -87,10 +87,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tvm_ext.accel' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

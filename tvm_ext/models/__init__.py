@@ -13,8 +13,8 @@ torch and onnx are optional: names load lazily and say what to install.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tvm_ext.lazy_exports import lazy_getattr
+
 
 from tvm_ext.models.zoo import MODEL_NAMES, SIZES, ModelCase, get_model
 
@@ -34,10 +34,4 @@ _LAZY = {
 __all__ = ["MODEL_NAMES", "SIZES", "ModelCase", "get_model", *_LAZY]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tvm_ext.models' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -22,8 +22,8 @@ True
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tvm_ext.lazy_exports import lazy_getattr
+
 
 from tvm_ext.spmm_engine.config import (
     PLATFORMS,
@@ -72,10 +72,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tvm_ext.spmm_engine' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())

@@ -20,8 +20,8 @@ Names load lazily, so importing the package costs nothing.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from tvm_ext.lazy_exports import lazy_getattr
+
 
 _LAZY = {
     # tasks and sessions
@@ -60,10 +60,4 @@ _LAZY = {
 __all__ = sorted(_LAZY)
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tvm_ext.tuning' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_getattr(__name__, _LAZY, globals())
