@@ -125,12 +125,14 @@ class MicroKernel(Implementation):
         if vec is not None:
             tile[vec] = _pick(ext[vec], [2 * lanes, lanes, 4 * lanes, 3 * lanes], fixed.get(vec))
         nvec = -(-tile.get(vec, 1) // lanes) if vec else 1
-        budget = max(ACC_REGISTERS // nvec, 1)
+        for a in spec.spatial:
+            if a not in (vec, row):
+                tile[a] = min(int(fixed.get(a) or 1), ext[a])
+        others = _prod(tile[a] for a in spec.spatial if a not in (vec, row))
+        budget = max(ACC_REGISTERS // (nvec * others), 1)  # MR gets what the other axes leave
         if row is not None:
             tile[row] = int(fixed.get(row) or _rows(ext[row], budget))
             tile[row] = min(tile[row], ext[row])
-        for a in spec.spatial:
-            tile.setdefault(a, min(int(fixed.get(a) or 1), ext[a]))
         for a in spec.reduction:
             tile[a] = min(int(fixed.get(a) or ext[a]), ext[a])
         regs = nvec * _prod(tile[a] for a in spec.spatial if a != vec)
