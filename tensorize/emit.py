@@ -32,6 +32,7 @@ Example::
 from __future__ import annotations
 
 import hashlib
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
 from typing import Any, Sequence
 
@@ -603,7 +604,7 @@ def register_intrin(spec: IntrinSpec, impl: "Implementation") -> str:
 # ---------------------------------------------------------------------------
 # Implementations (pluggable per ISA / backend)
 # ---------------------------------------------------------------------------
-class Implementation:
+class Implementation(ABC):
     """How one ISA/backend executes an intrinsic.  Subclass and register.
 
     * ``accumulate_local``: the output tile lives in a ``local`` buffer (registers)
@@ -625,8 +626,9 @@ class Implementation:
     def check(self, spec: IntrinSpec) -> None:  # pragma: no cover - interface
         return None
 
-    def impl_source(self, spec: IntrinSpec) -> str:  # pragma: no cover - interface
-        raise NotImplementedError
+    @abstractmethod
+    def impl_source(self, spec: IntrinSpec) -> str:
+        """The TVMScript implementation of the intrinsic for ``spec``."""
 
     def tiles(self, spec: IntrinSpec, fixed: dict[str, int | None]) -> dict[str, int]:
         return {a: int(fixed.get(a) or n) for a, n in zip(spec.axes, spec.extents)}

@@ -57,6 +57,7 @@ from __future__ import annotations
 import functools
 import math
 import time
+from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -231,7 +232,7 @@ class _Iteration:
         return None
 
 
-class _Backend:
+class _Backend(ABC):
     """What the Alg. 1 loop needs from an implementation (TVM kernels or numpy).
 
     ``steps``: the schedule (tuples of op names); ``storage``: tensor ->
@@ -249,17 +250,21 @@ class _Backend:
     host_forms: dict
     name: str
 
+    @abstractmethod
     def run(self, i: int) -> None:
-        raise NotImplementedError
+        """See the class docstring."""
 
+    @abstractmethod
     def restart(self) -> None:
-        raise NotImplementedError
+        """See the class docstring."""
 
+    @abstractmethod
     def roll(self) -> None:
-        raise NotImplementedError
+        """See the class docstring."""
 
+    @abstractmethod
     def single(self, j: int) -> "_Backend":
-        raise NotImplementedError
+        """See the class docstring."""
 
     def x(self) -> np.ndarray:
         return self.host[self.storage["X0"]]

@@ -339,25 +339,6 @@ class Scheduler:
             c += 1
         return out
 
-    def _chain(self, p: int, limit: int = 1 << 30) -> list[int]:
-        """The tiles that next accumulate into piece ``p`` (its following read-write uses, at most ``limit``)."""
-        c = self.cursor[p]
-        pos = self._cur_tile
-        end = self.use_ptr[p + 1]
-        while c < end and self.use_pos[c] <= pos:
-            c += 1
-        out = []
-        ops = self.tiles.operand_pieces
-        while c < end and len(out) < limit:
-            t = int(self.order[self.use_pos[c]])
-            call = self.tiles.call[t]
-            modes = self.call_modes[call]
-            if not any(m == "rw" and ops[t, k] == p for k, m in enumerate(modes)):
-                break
-            out.append(t)
-            c += 1
-        return out
-
     def _next_user(self, p: int) -> int | None:
         """The tile that uses piece ``p`` after the current one (None: no later use)."""
         c = self.cursor[p]

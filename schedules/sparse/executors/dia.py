@@ -22,7 +22,7 @@ from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense
 from schedules.sparse.executors.partition import uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
-                                              tier_chains)
+                                              emit_vector_rows_write, tier_chains)
 from tvm_ext.errors import InputError
 
 __all__ = ["DIAParams", "DIAKernels", "dia_spmm_primfunc", "dia_spmv_primfunc", "dia_source"]
@@ -69,20 +69,9 @@ def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
                         with code.block(f"if {guard}:"):
                             code(f"acc[jj] = acc[jj] + data[d, {row}] * B[{row} + offsets[d]]")
             with code.block(f"if vt * {L} + {L} <= M:"):
-                _write(code, dtype, row, f"T.vectorized({L})", None)
+                emit_vector_rows_write(code, dtype, row, f"T.vectorized({L})", None)
             with code.block("else:"):
-                _write(code, dtype, row, f"range({L})", f"{row} < M")
-
-
-def _write(code: Code, dtype: str, row: str, loop: str, guard: str | None) -> None:
-    with code.block(f"if beta == T.{dtype}(0):"):
-        with code.block(f"for jj in {loop}:"):
-            with code.block(f"if {guard}:" if guard else None):
-                code(f"C_out[{row}] = alpha * acc[jj]")
-    with code.block("else:"):
-        with code.block(f"for jj in {loop}:"):
-            with code.block(f"if {guard}:" if guard else None):
-                code(f"C_out[{row}] = alpha * acc[jj] + beta * C_in[{row}]")
+                emit_vector_rows_write(code, dtype, row, f"range({L})", f"{row} < M")
 
 
 def dia_source(params: ExecParams, dtype: str, kind: str = "spmm") -> str:

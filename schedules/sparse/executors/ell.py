@@ -24,7 +24,7 @@ from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense
 from schedules.sparse.executors.partition import uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
-                                              tier_chains)
+                                              emit_vector_rows_write, tier_chains)
 from tvm_ext.errors import InputError
 
 __all__ = ["ELLParams", "ELLKernels", "ell_spmm_primfunc", "ell_spmv_primfunc", "ell_source",
@@ -81,24 +81,13 @@ def _emit_col_spmv(code: Code, params: ExecParams, dtype: str) -> None:
                 with code.block("for w in range(W):"):
                     with code.block(f"for jj in T.vectorized({L}):"):
                         code(f"acc[jj] = acc[jj] + data[w, {row}] * B[col[w, {row}]]")
-                _write_rows(code, dtype, row, f"T.vectorized({L})", None)
+                emit_vector_rows_write(code, dtype, row, f"T.vectorized({L})", None)
             with code.block("else:"):
                 with code.block("for w in range(W):"):
                     with code.block(f"for jj in range({L}):"):
                         with code.block(f"if {row} < M:"):
                             code(f"acc[jj] = acc[jj] + data[w, {row}] * B[col[w, {row}]]")
-                _write_rows(code, dtype, row, f"range({L})", f"{row} < M")
-
-
-def _write_rows(code: Code, dtype: str, row: str, loop: str, guard: str | None) -> None:
-    with code.block(f"if beta == T.{dtype}(0):"):
-        with code.block(f"for jj in {loop}:"):
-            with code.block(f"if {guard}:" if guard else None):
-                code(f"C_out[{row}] = alpha * acc[jj]")
-    with code.block("else:"):
-        with code.block(f"for jj in {loop}:"):
-            with code.block(f"if {guard}:" if guard else None):
-                code(f"C_out[{row}] = alpha * acc[jj] + beta * C_in[{row}]")
+                emit_vector_rows_write(code, dtype, row, f"range({L})", f"{row} < M")
 
 
 def ell_source(params: ExecParams, dtype: str, layout: str = "row", kind: str = "spmm") -> str:

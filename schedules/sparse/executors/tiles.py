@@ -24,7 +24,7 @@ from typing import Callable, Sequence
 
 from schedules.sparse.executors.codegen import Code
 
-__all__ = ["Tier", "column_tiers", "emit_row_blocks", "emit_scale_blocks", "emit_scale_loops",
+__all__ = ["Tier", "column_tiers", "emit_row_blocks", "emit_vector_rows_write", "emit_scale_blocks", "emit_scale_loops",
            "emit_update_loops", "emit_interleaved", "FmaEmitter", "MIN_CHAINS",
            "tier_chains"]
 
@@ -269,3 +269,16 @@ def emit_update_loops(code: Code, *, tiers: Sequence[Tier], out_row: str, scale:
         with code.block(tier.header):
             dst = tier.c("C_out", out_row)
             tier.emit(code, f"{dst} = {dst} + {scale} * {tier.b(b_row)}")
+
+
+def emit_vector_rows_write(code, dtype: str, row: str, loop: str, guard: str | None) -> None:
+    """Write ``acc[jj]`` (one value per row, SpMV vectorised over rows) to ``C_out[row]``
+    as ``alpha * acc (+ beta * C_in)``; ``guard`` masks rows past ``M`` in a tail."""
+    with code.block(f"if beta == T.{dtype}(0):"):
+        with code.block(f"for jj in {loop}:"):
+            with code.block(f"if {guard}:" if guard else None):
+                code(f"C_out[{row}] = alpha * acc[jj]")
+    with code.block("else:"):
+        with code.block(f"for jj in {loop}:"):
+            with code.block(f"if {guard}:" if guard else None):
+                code(f"C_out[{row}] = alpha * acc[jj] + beta * C_in[{row}]")
