@@ -744,7 +744,7 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     fixed = _fixed_tiles(binding, spec, implementation, tiles)
     if call_rows > 1 and implementation.accumulate_local:
         binding, spec, fixed = _batch_rows(sch, block, binding, spec, fixed, call_rows, steps)
-    tile = implementation.tiles(spec, fixed)
+    tile = _fit_tiles(implementation, spec, fixed, spec.role_tiles(tiles or {}), steps)
     block, spec, padded = _pad(sch, block, binding, spec, tile, implementation, steps)
     binding, respec = _drop_unit_tiles(sch, block, binding, tile, steps, implementation.accumulate_local)
     spec = (respec or spec).with_extents(tile)
@@ -813,6 +813,23 @@ def _fixed_tiles(binding: AxisBinding, spec: IntrinSpec, implementation: Impleme
         fixed = {a: n for a, n in binding.sizes.items() if a in spec.axes}
     fixed.update(spec.role_tiles(tiles or {}))
     return fixed
+
+
+def _fit_tiles(implementation: Implementation, spec: IntrinSpec, fixed: dict[str, int],
+               requested: dict[str, int], steps: list[str]) -> dict[str, int]:
+    """The implementation's tile; instruction sizes over its register budget are re-picked.
+
+    The instruction's own extents are a preference (the intrinsic is generated
+    for whatever tile is chosen); sizes the caller asked for are not dropped.
+    """
+    try:
+        return implementation.tiles(spec, fixed)
+    except ScheduleError:
+        if fixed == requested:
+            raise
+    tile = implementation.tiles(spec, requested)
+    steps.append(f"instruction sizes {fixed} exceed the {implementation.name} register budget: tile {tile}")
+    return tile
 
 
 def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, parallel: bool,

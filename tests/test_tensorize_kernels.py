@@ -99,6 +99,14 @@ def test_separable_conv_needs_factorization_then_tensorizes_both_stages():
     np.testing.assert_allclose(t(a, d, p), ref, rtol=1e-4, atol=1e-4)
 
 
+def test_separable_conv_with_few_channels_shrinks_the_instruction_tile():
+    # c_in=8: the depthwise stage's instruction sizes (16x16) would need 48
+    # accumulators; the emitter re-picks a tile within the register budget.
+    k = K.separable_conv2d(1, 8, 16, 8, 3, pad=1)
+    t, _ = check(k)
+    assert any("exceed the micro register budget" in s for s in t.steps())
+
+
 def test_gru_cell_gate_matmuls_against_torch_grucell():
     k = K.gru_cell(4, 24, 32)
     t = K.tensorized(k)
