@@ -44,7 +44,7 @@ import time
 import types
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, NamedTuple, Sequence
 
 import numpy as np
 
@@ -115,6 +115,7 @@ class CompileReport:
     measured: bool = False
     llvm_seconds: float | None = None
     run_wall_seconds: float | None = None
+    engine_tuning: list[Any] = field(default_factory=list)  # compile_steps.engine_records.EngineTuning
 
     # -- summaries ---------------------------------------------------------
     @property
@@ -159,6 +160,7 @@ class CompileReport:
             "cycles": self.cycles, "cycles_by_target": self.cycles_by_target(),
             "simulated_seconds": self.simulated_seconds, "llvm_seconds": self.llvm_seconds,
             "total_seconds": self.total_seconds, "run_wall_seconds": self.run_wall_seconds,
+            "engine_tuning": [t.to_dict() for t in self.engine_tuning],
         }
 
     def markdown(self, max_kernels: int = 25) -> str:
@@ -173,6 +175,12 @@ class CompileReport:
                  f"tuning db {self.tuning_db or '-'}; compiled in {self.compile_seconds:.1f} s"
                  + (f" ({steps})" if steps else ""),
                  "", table(["op", "count", "runs on", "note"], op_rows), ""]
+        for t in self.engine_tuning:
+            cyc = (f"; {t.cycles:,.0f} modelled cycles vs {t.default_cycles:,.0f} default"
+                   if t.cycles is not None and t.default_cycles is not None else "")
+            lines.append(f"{t.engine} knobs {t.knobs} from {t.source} ({t.candidates} tuning record(s)){cyc}")
+        if self.engine_tuning:
+            lines.append("")
         ks = sorted(self.kernels, key=lambda k: -((k.seconds or 0) * k.calls + (k.simulated_seconds or 0)))
         rows = []
         for k in ks[:max_kernels]:
@@ -286,8 +294,15 @@ def _removed(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> lis
 # ---------------------------------------------------------------------------
 # Offload configuration
 # ---------------------------------------------------------------------------
-def _engine(spmm_engine: Any) -> tuple[Any, Any, str] | None:
-    """(EngineConfig, Platform, label) from None / a platform name / a dict / a Platform."""
+class _Engine(NamedTuple):
+    config: Any  # EngineConfig
+    platform: Any  # Platform
+    name: str
+    explicit: bool  # the caller gave the config (tuning records do not replace it)
+
+
+def _engine(spmm_engine: Any) -> _Engine | None:
+    """The Sextans engine from None / a platform name / a dict / a Platform."""
     if spmm_engine is None or spmm_engine is False:
         return None
     from tvm_ext.spmm_engine.config import Platform, get_platform
@@ -308,7 +323,7 @@ def _engine(spmm_engine: Any) -> tuple[Any, Any, str] | None:
         plat = get_platform(platform)
     except (KeyError, ValueError) as e:
         raise ConfigError(f"spmm_engine: {e}") from None
-    return resolve_config(config), plat, plat.name
+    return _Engine(resolve_config(config), plat, plat.name, config is not None)
 
 
 def _extern_symbols(mod: Any) -> list[str]:
@@ -327,17 +342,20 @@ def _extern_symbols(mod: Any) -> list[str]:
     return out
 
 
-def _accel_partition(mod: Any, accel: Any):
-    """Run the accelerator BYOC; returns (module, new kernel symbols, system name)."""
+def _accel_partition(mod: Any, accel: Any, db_root: str | None = None):
+    """Run the accelerator BYOC; returns (module, new kernel symbols, system name, EngineTuning)."""
     try:
         from tvm_ext.accel.byoc import partition_for_accel
         from tvm_ext.accel.system_graph import load_system
     except ImportError as e:
         raise ConfigError(f"accel={accel!r}: the accelerator BYOC is not available ({e})") from None
+    from tvm_ext.compile_steps.engine_records import tuned_accel_approach
+
     system = load_system(None if accel is True else accel)
+    approach, tuning = tuned_accel_approach(db_root, system)
     before = set(_extern_symbols(mod))
-    mod = partition_for_accel(mod, system, baseline=False)
-    return mod, set(_extern_symbols(mod)) - before, system.name
+    mod = partition_for_accel(mod, system, approach=approach, baseline=False)
+    return mod, set(_extern_symbols(mod)) - before, system.name, tuning
 
 
 # ---------------------------------------------------------------------------
@@ -535,6 +553,7 @@ class _Build:
     reporters: dict[str, Any] = field(default_factory=dict)
     phases: dict[str, float] = field(default_factory=dict)
     clock: float = field(default_factory=time.perf_counter)
+    engine_tuning: list[Any] = field(default_factory=list)
 
     def phase(self, name: str) -> None:
         now = time.perf_counter()
@@ -547,7 +566,7 @@ def _offload_sparse(b: _Build, tgt: Any, engine: Any, threshold: float, fuse_gcn
     from tvm_ext.compile_steps.sparse_offload import offload_sparse_matmuls
 
     b.mod, rewrites, stand_ins = offload_sparse_matmuls(b.mod, target=tgt, engine=engine,
-                                                        engine_name=engine[2] if engine else "",
+                                                        engine_name=engine.name if engine else "",
                                                         threshold=threshold, fuse_gcn=fuse_gcn)
     for rw in rewrites:
         where = "sextans" if rw.where == "sextans" else f"llvm/{rw.where}"
@@ -559,35 +578,54 @@ def _offload_sparse(b: _Build, tgt: Any, engine: Any, threshold: float, fuse_gcn
     return rewrites, stand_ins
 
 
-def _offload_accel(b: _Build, accel: Any) -> str:
+def _offload_accel(b: _Build, accel: Any, db_root: str | None) -> str:
     """Step 3a: the matrix accelerator's BYOC (weights lifted to arguments for its patterns)."""
     from tvm_ext.compile_steps.constants import lift_constants
 
     n_inputs = len(b.mod["main"].params)
     mod, weights = lift_constants(b.mod)
     ops_before = op_calls(mod["main"])
-    mod, syms, label = _accel_partition(mod, accel)
+    mod, syms, label, tuning = _accel_partition(mod, accel, db_root)
+    b.engine_tuning.append(tuning)
     b.mod = _bind_back(mod, n_inputs, weights)  # constants again for llvm (folded, layout-converted)
     _claim(b.snapshot, _removed(ops_before, op_calls(b.mod["main"])), "accel", f"accelerator {label}")
     b.simulated.update({s: "accel" for s in syms})
     b.reporters["accel"] = _AccelReporter(syms)
-    b.kernels += [KernelReport(s, "accel", "simulated", f"matrix accelerator {label}") for s in sorted(syms)]
+    b.kernels += [KernelReport(s, "accel", "simulated", f"matrix accelerator {label}, approach {_approach_of(s)}")
+                  for s in sorted(syms)]
     for p in b.snapshot:
         if p.target == _LLVM and not p.note and p.op in ("matmul", "nn.conv2d"):
             p.note = "not offloaded: no accelerator pattern accepted it"
     return label
 
 
-def _offload_sextans(b: _Build, engine: tuple[Any, Any, str]) -> None:
-    """Step 3b: the Sextans engine's BYOC over the sparse products marked for it."""
+def _approach_of(symbol: str) -> str:
+    from tvm_ext.accel.byoc import function_report
+
+    return function_report(symbol).approach
+
+
+def _offload_sextans(b: _Build, engine: _Engine, rewrites: list, db_root: str | None) -> None:
+    """Step 3b: the Sextans engine's BYOC over the sparse products marked for it (tuned knobs applied)."""
+    from tvm_ext.compile_steps.engine_records import EngineTuning, tuned_sextans_config
     from tvm_ext.spmm_engine.byoc import partition_for_sextans
 
+    if engine.explicit:
+        knobs = {"K0": engine.config.window, "N0": engine.config.n0, "D": engine.config.raw_distance,
+                 "P": engine.config.pes}
+        b.engine_tuning.append(EngineTuning("sextans", knobs, "explicit config"))
+    else:
+        products = [(rw.matrix, rw.n_cols) for rw in rewrites if rw.where == "sextans"]
+        config, tuning = tuned_sextans_config(db_root, products, engine.config, engine.name)
+        engine = engine._replace(config=config)
+        b.engine_tuning.append(tuning)
+
     before = set(_extern_symbols(b.mod))
-    b.mod = partition_for_sextans(b.mod, engine[0], engine[1])
+    b.mod = partition_for_sextans(b.mod, engine.config, engine.platform)
     syms = set(_extern_symbols(b.mod)) - before
     b.simulated.update({s: "sextans" for s in syms})
     b.reporters["sextans"] = _SextansReporter(syms)
-    b.kernels += [KernelReport(s, "sextans", "simulated", f"Sextans HBM engine, platform {engine[2]}", ["matmul"])
+    b.kernels += [KernelReport(s, "sextans", "simulated", f"Sextans HBM engine, platform {engine.name}", ["matmul"])
                   for s in sorted(syms)]
 
 
@@ -618,6 +656,7 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     """
     import tvm_ffi
 
+    from tvm_ext.compile_steps.engine_records import database_root
     from tvm_ext.compile_steps.llvm_schedule import schedule_module, tuning_database
     from tvm_ext.compile_steps.sparse_offload import materialize_packed
     from tvm_ext.kernel_cache import get_or_build
@@ -638,9 +677,10 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     rewrites, stand_ins = _offload_sparse(b, tgt, engine, sparse_threshold, fuse_gcn)  # 2
     b.phase("sparse")
     # 3: the accelerator first (MergeCompositeFunctions cannot look through extern calls), then Sextans
-    accel_label = _offload_accel(b, accel) if accel not in (None, False) else None
+    db_root = database_root(tuning_db)
+    accel_label = _offload_accel(b, accel, db_root) if accel not in (None, False) else None
     if engine is not None and any(rw.where == "sextans" for rw in rewrites):
-        _offload_sextans(b, engine)
+        _offload_sextans(b, engine, rewrites, db_root)
     _note_unsupported(b.snapshot)
     b.mod = materialize_packed(b.mod, stand_ins)
     b.phase("byoc")
@@ -651,10 +691,10 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     signature = ("tvm_ext.compile", tvm_ffi.structural_hash(b.mod), tensorize)  # 5: constants are hashed too
     built = get_or_build(signature, lambda: b.mod, tgt)
     b.phase("build")
-    report = CompileReport(str(tgt.attrs.get("mcpu", tgt.kind.name)), accel_label, engine[2] if engine else None,
+    report = CompileReport(str(tgt.attrs.get("mcpu", tgt.kind.name)), accel_label, engine.name if engine else None,
                            str(tuning_db) if tuning_db is not None else None, b.snapshot,
                            _kernel_reports(b.mod, schedules, members) + b.kernels, time.perf_counter() - t0,
-                           b.phases)
+                           b.phases, engine_tuning=b.engine_tuning)
     model = CompiledModel(built, specs, report, packed=b.packed, simulated=b.simulated, reporters=b.reporters)
     if measure or inputs is not None:
         model.profile(*(inputs or model.random_inputs()))

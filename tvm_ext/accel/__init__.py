@@ -29,7 +29,7 @@ from __future__ import annotations
 from tvm_ext.lazy_exports import lazy_getattr
 
 
-from .approach import CHOICES, Approach, CostModelApproach, HeuristicApproach
+from .approach import CHOICES, Approach, ApproachChoice, CostModelApproach, HeuristicApproach
 from .cases import gemm_workload, run_gemm, run_gru
 from .gru import gru_cell, gru_reference, gru_sequence_inputs, unrolled_gru
 from .kernel_library import KernelLibraryApproach, schedule_kl
@@ -74,7 +74,7 @@ _LAZY = {
 __all__ = [
     "SystemGraph", "MemoryNode", "ComputeNode", "CopyEngine", "MoveEdge", "load_system", "available_systems",
     "Workload", "TensorSpec", "View", "Ref", "lower_workload", "LoweredOp", "SystemCostModel",
-    "Approach", "HeuristicApproach", "CostModelApproach", "CHOICES",
+    "Approach", "HeuristicApproach", "CostModelApproach", "ApproachChoice", "CHOICES",
     "Scheduler", "Schedule", "schedule", "InstructionStream",
     "RecurrentSchedule", "schedule_recurrent", "replay_kl",
     "simulate", "SimulationResult", "FunctionalSimulator", "register_sim_implementations",

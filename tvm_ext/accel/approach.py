@@ -31,7 +31,9 @@ choice         question                                              paper
 
 :class:`CostModelApproach` makes chosen decisions by a cost model's
 ``predict`` over per-candidate features (the hook the autotuning package
-plugs a learned model into).
+plugs a learned model into).  :class:`ApproachChoice` is a set of
+approaches: the BYOC codegen schedules each offloaded function with every
+one and keeps the fewest cycles (how tuning records reach compiled models).
 
 >>> HeuristicApproach().name, sorted(CHOICES)[:3]
 ('heuristic', ['destination', 'device', 'evict'])
@@ -48,7 +50,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from .scheduler import Scheduler
     from .tiles import TileSet
 
-__all__ = ["Approach", "HeuristicApproach", "CostModelApproach", "CHOICES"]
+__all__ = ["Approach", "HeuristicApproach", "CostModelApproach", "ApproachChoice", "CHOICES"]
 
 #: The choice points of the interface.
 CHOICES = ("tile_order", "home", "device", "destination", "source", "path", "evict")
@@ -200,3 +202,29 @@ class CostModelApproach(HeuristicApproach):
             return super().evict(sched, memory, pinned)
         cands = [s for s in sched.state.resident[memory] if s not in pinned]
         return self._pick("evict", sched, memory, cands)
+
+
+class ApproachChoice:
+    """Alternative approaches for one compilation: each function keeps the one with the fewest cycles.
+
+    ``None`` among the candidates stands for the default heuristics; put it
+    first so that a tie keeps the default.  The schedule is static, so the
+    comparison is exact (simulated cycles, not a prediction).
+
+    >>> ApproachChoice([None, HeuristicApproach(0.5)]).name
+    'choice(heuristic,heuristic)'
+    """
+
+    def __init__(self, candidates: Sequence["Approach | None"]):
+        self.candidates = list(candidates)
+        if not self.candidates:
+            raise ConfigError("ApproachChoice: needs at least one candidate approach")
+        for c in self.candidates:
+            if c is not None and not isinstance(c, Approach):
+                raise ConfigError(f"ApproachChoice: {c!r} is not an Approach")
+        self.name = "choice(" + ",".join(approach_name(c) for c in self.candidates) + ")"
+
+
+def approach_name(approach: "Approach | None") -> str:
+    """The readable name of an approach (``None``: the default heuristics)."""
+    return "heuristic" if approach is None else str(getattr(approach, "name", type(approach).__name__))

@@ -27,6 +27,7 @@ import numpy as np
 from tvm_ext.byoc_common import ReportLog, composite_names, register_kernel, tag_symbols
 from tvm_ext.errors import ShapeError
 
+from .approach import ApproachChoice, approach_name
 from .patterns import CODEGEN, pattern_table
 from .system_graph import SystemGraph, load_system
 
@@ -53,6 +54,7 @@ class FunctionReport:
     seconds: float
     utilisation: dict[str, float]
     bytes_by_level: dict[str, float]
+    approach: str = "heuristic"
     cycles_kl: float | None = None
     bytes_by_level_kl: dict[str, float] = field(default_factory=dict)
     calls: int = 0
@@ -118,19 +120,17 @@ class AccelKernel:
 
 def _compile_function(func, system: SystemGraph, approach, baseline: bool) -> None:
     from .kernel_library import schedule_kl
-    from .scheduler import schedule
     from .timing import time_stream
     from .translate import translate_function
 
     symbol = str(func.attrs["global_symbol"])
     wl = translate_function(func, name=symbol)
-    sched = schedule(wl, system, approach)
-    rep = time_stream(sched.stream, system)
+    used, sched, rep = _best_schedule(wl, system, approach)
     report = FunctionReport(
         symbol=symbol, system=system.name, composites=composite_names(func), ops=[op.kind for op in wl.ops],
         instructions=sorted({c.instruction.name for c in sched.tiles.calls}), stream=sched.stream.counts(),
         cycles=rep.cycles, seconds=rep.seconds, utilisation=rep.utilisation_by_kind(),
-        bytes_by_level=dict(rep.bytes_by_level))
+        bytes_by_level=dict(rep.bytes_by_level), approach=approach_name(used))
     if baseline:
         kl = time_stream(schedule_kl(wl, system).stream, system)
         report.cycles_kl = kl.cycles
@@ -138,6 +138,20 @@ def _compile_function(func, system: SystemGraph, approach, baseline: bool) -> No
     register_kernel(symbol, AccelKernel(symbol, wl, sched))
     with _lock:
         _REPORTS[symbol] = report
+
+
+def _best_schedule(wl, system: SystemGraph, approach):
+    """(approach used, schedule, timing): an :class:`ApproachChoice` keeps its fewest-cycles candidate."""
+    from .scheduler import schedule
+    from .timing import time_stream
+
+    best = None
+    for cand in approach.candidates if isinstance(approach, ApproachChoice) else [approach]:
+        sched = schedule(wl, system, cand)
+        rep = time_stream(sched.stream, system)
+        if best is None or rep.cycles < best[2].cycles:  # ties keep the earlier (default first)
+            best = (cand, sched, rep)
+    return best
 
 
 def _codegen(funcs, options, constant_names):

@@ -3,5 +3,6 @@
 * :mod:`.ops`: how an op of the imported model is named in the report;
 * :mod:`.sparse_offload`: constant mostly-zero matmul operands -> sparse kernels;
 * :mod:`.llvm_schedule`: tuning records, tensorize or the default schedule per PrimFunc;
+* :mod:`.engine_records`: Sextans and accelerator knob records applied to the offloaded parts;
 * :mod:`.profiling`: per-kernel measurement of a compiled Relax module.
 """

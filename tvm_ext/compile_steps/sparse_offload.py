@@ -59,6 +59,7 @@ class SparseRewrite:
     keys: list[tuple[str, str]] = field(default_factory=list)  # ops.op_key of the replaced op calls
     kernel: Any = None  # the registered callable (llvm kernels: has .time())
     fallback: str = ""  # why a preferred placement was not used
+    matrix: Any = None  # the sparse constant (CSR), kept for Sextans' tuning records
 
     @property
     def density(self) -> float:
@@ -224,7 +225,7 @@ def _make_mutator():
             n = _shape(B)[1]
             self.rewrites.append(SparseRewrite("sextans", "", A.shape, int(A.nnz), n,
                                                f"Sextans engine ({self.options['engine_name']})", [label],
-                                               [self._key]))
+                                               [self._key], matrix=A))
             return relax.call_tir(self.spmm_gv, [*csr, B], out_ty=relax.TensorType((A.shape[0], n), "float32"))
 
         def _gcn_fused(self, A, B, label):

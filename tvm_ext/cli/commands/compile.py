@@ -27,7 +27,8 @@ def register(subparsers, common) -> None:
                    help="offload to the matrix accelerator: 'default', a config name or a JSON file")
     p.add_argument("--spmm-engine", default=None, metavar="PLATFORM",
                    help="sparse products on the Sextans engine: 'sextans' or 'sextans-p'")
-    p.add_argument("--tuning-db", default=None, metavar="DIR", help="apply MetaSchedule records from DIR")
+    p.add_argument("--tuning-db", default=None, metavar="DIR", help="apply the tuning records of DIR (tvm-ext tune): MetaSchedule records to "
+                   "llvm kernels, Sextans and accelerator knob records to the offloaded parts")
     p.add_argument("--tensorize", default="measure", choices=("measure", "always", "never"),
                    help="x86 tensorization of llvm matmul/conv kernels (default: keep when faster)")
     p.add_argument("--sparse-threshold", type=float, default=0.1, metavar="DENSITY",
