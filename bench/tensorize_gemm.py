@@ -4,9 +4,12 @@ ISA Mapper §6.2.1 / §7 on DeepBench GEMM sizes and square 512-2048.  Per shape
 
 * **ours**: ``tensorize.kernels.quick_tune`` (find mappings, select, emit the
   micro-kernel under a few register-tile / loop-order knobs, keep the fastest);
-  its whole search time is reported;
+  its whole search time is reported (the on-disk kernel cache is off, so every
+  build is counted);
 * **MetaSchedule**: ``tune_tir`` with the XGBoost cost model, ``--trials`` trials
-  (default 64), JSON database in a temp dir; its tuning time is reported;
+  (default 64), JSON database in a temp dir; its tuning time is reported
+  (``--ms-builder inprocess``, the default, gives it the shortest: see
+  :func:`metaschedule`);
 * **TVM untuned**: ``te.create_prim_func`` built as is (one timed call);
 * **numpy** (OpenBLAS) ``a @ b`` with ``--threads`` threads (``numpy_best_ms``: the
   better of that and one thread, the conservative peer on a loaded machine).
@@ -54,22 +57,45 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
     return out
 
 
-def metaschedule(func, target, trials: int):
-    """Tune ``func`` with MetaSchedule (XGBoost); return (runtime module, tuning seconds)."""
+def _builder(kind: str):
+    """MetaSchedule's builder: ``local`` (its LocalBuilder) or ``inprocess`` (tvm_ext.tuning's)."""
+    from tvm.s_tir import meta_schedule as ms
+
+    if kind == "local":
+        # generous timeout: on a busy 2-core machine 30 s builds time out and MS keeps nothing
+        return ms.builder.LocalBuilder(timeout_sec=120)
+    from tvm_ext.tuning.measure import InProcessBuilder
+
+    return InProcessBuilder()
+
+
+def metaschedule(func, target, trials: int, builder: str = "inprocess"):
+    """Tune ``func`` with MetaSchedule (XGBoost); return (runtime module, tuning seconds).
+
+    ``builder="inprocess"`` (default) compiles candidates in this process and
+    skips ``TuneContext``'s eager import of TVM's intrinsic library
+    (:func:`tvm_ext.tuning.measure.lean_meta_schedule`): MetaSchedule's
+    ``LocalBuilder`` pays about 25 s of worker start-up per batch here, so the
+    default gives MetaSchedule its *shortest* tuning time.
+    """
+    import contextlib
     import logging
 
     import tvm
     from tvm.s_tir import meta_schedule as ms
 
+    from tvm_ext.tuning.measure import lean_meta_schedule
+
     logging.getLogger("tvm.s_tir.meta_schedule").setLevel(logging.WARNING)  # its INFO goes to the log dir
     mod = tvm.IRModule({"main": func})
-    with tempfile.TemporaryDirectory(prefix="ms-gemm-") as work:
+    lean = lean_meta_schedule() if builder == "inprocess" else contextlib.nullcontext()
+    with tempfile.TemporaryDirectory(prefix="ms-gemm-") as work, lean:
         t0 = time.perf_counter()
+        import tvm.s_tir.tensor_intrin.x86  # noqa: F401 - the x86 rules' VNNI intrinsics, nothing else
         db = ms.tune_tir(
             mod=mod, target=target, work_dir=work, max_trials_global=trials,
             num_trials_per_iter=min(16, trials),
-            # generous timeouts: on a busy 2-core machine 30 s builds/runs time out and MS keeps nothing
-            builder=ms.builder.LocalBuilder(timeout_sec=120),
+            builder=_builder(builder),
             runner=ms.runner.LocalRunner(timeout_sec=120, evaluator_config=ms.runner.EvaluatorConfig(
                 number=3, repeat=1, min_repeat_ms=50)),
             database=ms.database.JSONDatabase(work_dir=work), cost_model="xgb", num_tuning_cores=2, seed=0)
@@ -129,7 +155,7 @@ def untuned(func, target):
     return tvm.compile(tvm.IRModule({"main": func}), target=target).mod
 
 
-def run_shape(M: int, N: int, K: int, trials: int, target) -> dict:
+def run_shape(M: int, N: int, K: int, trials: int, target, builder: str = "inprocess") -> dict:
     import tvm
 
     from tensorize.kernels import matmul, quick_tune
@@ -146,7 +172,7 @@ def run_shape(M: int, N: int, K: int, trials: int, target) -> dict:
     ours = time_tvm(tuned.best.module, "main", ta, tb, tc, repeat=5, min_repeat_ms=100)
     np.testing.assert_allclose(tc.numpy(), a @ b, rtol=2e-3, atol=2e-3)
 
-    ms_mod, ms_tune = metaschedule(kern.prim_func(), target, trials)
+    ms_mod, ms_tune = metaschedule(kern.prim_func(), target, trials, builder)
     settle()
     ms_t = time_tvm(ms_mod, "main", ta, tb, tc, repeat=5, min_repeat_ms=100).min if ms_mod else None
 
@@ -171,16 +197,22 @@ def run_shape(M: int, N: int, K: int, trials: int, target) -> dict:
 def main() -> None:
     args = bench_args(__doc__.splitlines()[0],
                       trials=dict(type=int, default=None, help="MetaSchedule trials (default 64; 16 with --quick)"),
-                      shapes=dict(default=None, help="comma-separated MxNxK list instead of the default set"))
+                      shapes=dict(default=None, help="comma-separated MxNxK list instead of the default set"),
+                      ms_builder=dict(default="inprocess", choices=("inprocess", "local"),
+                                      help="MetaSchedule builder (default inprocess: its fastest tuning time)"))
+    import os
+
     from tvm_ext.target import default_target
 
+    # our search time must include its builds: no kernel from an earlier run's disk cache
+    os.environ["TVM_EXT_CACHE_DIR"] = "off"
     trials = args.trials or (16 if args.quick else 64)
     target = default_target()
     run = BenchRun("tensorize_gemm", out_dir=args.out)
     print(run.header())
-    print(f"MetaSchedule: {trials} trials, XGBoost cost model; target {target}")
+    print(f"MetaSchedule: {trials} trials, XGBoost cost model, {args.ms_builder} builder; target {target}")
     for M, N, K in parse_shapes(args.shapes) if args.shapes else shapes(args.quick):
-        row = run_shape(M, N, K, trials, target)
+        row = run_shape(M, N, K, trials, target, args.ms_builder)
         run.add(row)
         print(f"  {row['shape']}: ours {row['ours_gflops']:.1f} GFLOP/s ({row['knobs']}), "
               f"MS {row['ms_gflops'] or float('nan'):.1f}, numpy {row['numpy_gflops']:.1f}", flush=True)
