@@ -3,7 +3,8 @@
 Three parts, everything measured in this run:
 
 1. **Tuned vs default** for each search space: the tensorized GEMM, the
-   sparse executors x formats, one fused block-CG iteration (MetaSchedule,
+   tensorized conv2d (ResNet-50 3x3 and 1x1 layers, NHWC), the sparse
+   executors x formats, one fused block-CG iteration (MetaSchedule,
    measured seconds), Sextans K0/N0/D/P and the accelerator's Approach
    choices (XGBoost knob loop, simulated cycles): default cost, best tuned
    cost, speed-up, records and tuning time.
@@ -27,6 +28,30 @@ import time
 from bench.harness import BenchRun, bench_args, geomean
 
 
+def _resnet_conv(name: str):
+    """The ``tvm-ext tune conv`` task of ResNet-50 layer ``name`` (batch 1, NHWC)."""
+    from tvm_ext.tuning.tasks import make_task
+    from tvm_ext.workloads import RESNET50_CONV
+
+    layer = next(x for x in RESNET50_CONV if x.name == name)
+    return make_task("conv", shape=(layer.n, layer.c_in, layer.c_out, layer.hw, layer.kernel), stride=layer.stride,
+                     pad=layer.pad)
+
+
+def _label(task) -> str:
+    """The table's task column: the description, or for a conv the ResNet-50 layer and its sizes."""
+    from tvm_ext.workloads import RESNET50_CONV
+
+    if task.kind != "conv":
+        return task.describe()[:60]
+    s = task.spec()
+    _, c_in, c_out, hw, k = s["shape"]
+    name = next((x.name for x in RESNET50_CONV
+                 if (x.c_in, x.c_out, x.hw, x.kernel, x.stride, x.pad) == (c_in, c_out, hw, k, s["stride"], s["pad"])),
+                "conv")
+    return f"{name}: {c_in}->{c_out} {hw}x{hw} k{k} s{s['stride']} {s['layout']}"
+
+
 def _spaces(quick: bool):
     from tvm_ext.tuning.tasks import make_task
     from tvm_ext.workloads import block_fem, lap2d
@@ -34,6 +59,8 @@ def _spaces(quick: bool):
     if quick:
         return [
             (make_task("gemm", shape=(64, 64, 64)), 12),
+            (_resnet_conv("res5_3x3"), 8),
+            (_resnet_conv("res5_1x1b"), 8),
             (make_task("spmm", matrix=block_fem(200, 3, 3, seed=0), n=32, name="fem3x3_200"), 8),
             (make_task("cg", matrix=lap2d(32), n=4, name="lap2d_32"), 12),
             (make_task("sextans", matrix="LFAT5", n=8), 30),
@@ -41,6 +68,9 @@ def _spaces(quick: bool):
         ]
     return [
         (make_task("gemm", shape=(256, 256, 256)), 64),
+        (_resnet_conv("res4_3x3"), 48),
+        (_resnet_conv("res5_3x3"), 48),
+        (_resnet_conv("res3_1x1b"), 32),
         (make_task("spmm", matrix="nasa4704", n=64), 48),
         (make_task("spmm", matrix="cora", n=64), 48),
         (make_task("cg", matrix="nasa4704", n=8, dtype="float64"), 16),
@@ -57,7 +87,7 @@ def tuned_vs_default(quick: bool, out: str) -> BenchRun:
     for task, trials in _spaces(quick):
         with tempfile.TemporaryDirectory(prefix="tvmext-bench-") as db:
             r = run_session(task, db, trials, progress=False)
-        run.add({"space": task.kind, "task": task.describe()[:60], "unit": r.unit, "default": r.default,
+        run.add({"space": task.kind, "task": _label(task), "unit": r.unit, "default": r.default,
                  "tuned": r.best, "records": r.records, "tuning_s": round(r.seconds, 1),
                  "verified": r.verified, "best_config": r.best_config})
     print(run.header())

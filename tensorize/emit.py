@@ -34,7 +34,7 @@ from __future__ import annotations
 import hashlib
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tvm_ext.errors import MappingError, ScheduleError
 
@@ -709,11 +709,16 @@ class Emitted:
     tensorized_loop: Any = None
     packed: list[str] = field(default_factory=list)
     padded: dict[str, int] = field(default_factory=dict)
+    #: The outer spatial loops around the instruction, outermost first, with
+    #: ``parallel=False``; the parallel loop otherwise (empty when the instruction
+    #: covers every spatial axis).
+    outer_loops: list = field(default_factory=list)
 
 
 def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int] | None = None,
           pack: str = "auto", outer: str = "auto", parallel: bool = True,
-          vector_calls: bool = True, call_rows: int = 1) -> Emitted:
+          vector_calls: bool = True, call_rows: int = 1,
+          parallel_loops: Callable[[Any, list], Any] | None = None) -> Emitted:
     """Tensorize ``block`` of ``sch`` with the instruction of ``mapping``.
 
     ``impl`` picks the implementation of the mapping's ISA (``"micro"``,
@@ -732,6 +737,11 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     ``call_rows`` > 1 (register-blocked implementations): batch that many calls
     along the next outer spatial axis into one intrinsic, so a short row axis
     (7 pixels of a ResNet stage-5 conv) still fills the register tile.
+    ``parallel=False`` leaves the outer spatial loops serial.  ``parallel_loops``
+    decides how they become the parallel loop: a function ``(sch, loops) -> loop``
+    that may fuse, split or reorder them (outermost first) and returns the loop to
+    parallelise; the default fuses them all.  The tuning spaces pass one that samples
+    the parallel grain.  :attr:`Emitted.outer_loops` names the result either way.
     """
     if isinstance(block, str):
         block = sch.get_sblock(block)
@@ -752,13 +762,14 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     block, spec, packed = _pack(sch, block, spec, tile, pack, steps)
     if outer == "auto":
         outer = "panel" if packed else "kernel"
-    inner = _schedule_loops(sch, block, binding, spec, tile, outer, parallel and implementation.parallel,
-                            implementation.accumulate_local, steps)
+    inner, outer_loops = _schedule_loops(sch, block, binding, spec, tile, outer,
+                                         parallel and implementation.parallel,
+                                         implementation.accumulate_local, steps, parallel_loops)
     implementation.prepare()
     name = register_intrin(spec, implementation)
     sch.tensorize(inner, name)
     steps.append(f"tensorize -> {name}")
-    return Emitted(name, spec, tile, steps, inner, packed, padded)
+    return Emitted(name, spec, tile, steps, inner, packed, padded, outer_loops)
 
 
 def _bind(sch, block, binding: AxisBinding, implementation: Implementation, vector_calls: bool,
@@ -833,10 +844,11 @@ def _fit_tiles(implementation: Implementation, spec: IntrinSpec, fixed: dict[str
 
 
 def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, parallel: bool,
-                    accumulate_local: bool, steps: list[str]):
+                    accumulate_local: bool, steps: list[str], parallel_loops=None):
     """Split/reorder, keep the accumulator in registers, parallelise, split the init off.
 
-    Returns the loop to tensorize (the first instruction axis' inner loop).
+    Returns the loop to tensorize (the first instruction axis' inner loop) and the outer
+    spatial loops (one fused loop when parallelised).
     """
     outer_sp, outer_red, inner = _tile_loops(sch, block, binding, spec, tile, outer, steps)
     if accumulate_local:
@@ -846,13 +858,18 @@ def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, par
             sch.reverse_compute_at(cl, outer_sp[-1])
         _vectorize_last(sch, cl, spec.vector_axis is not None)
     if parallel and outer_sp:
-        fused = sch.fuse(*outer_sp) if len(outer_sp) > 1 else outer_sp[0]
+        if parallel_loops is not None:
+            fused = parallel_loops(sch, list(outer_sp))
+            steps.append(f"parallel over the loop chosen from {len(outer_sp)} outer loop(s) by the caller")
+        else:
+            fused = sch.fuse(*outer_sp) if len(outer_sp) > 1 else outer_sp[0]
+            steps.append(f"parallel over {len(outer_sp)} fused outer loop(s)")
         sch.parallel(fused)
-        steps.append(f"parallel over {len(outer_sp)} fused outer loop(s)")
+        outer_sp = [fused]
     init = sch.decompose_reduction(block, outer_red[0] if outer_red else inner[0])
     _vectorize_last(sch, init, spec.vector_axis is not None)
     steps.append("decompose_reduction (init split off)")
-    return inner[0]
+    return inner[0], list(outer_sp)
 
 
 def _drop_unit_axes(sch, block, binding: AxisBinding, steps: list[str]) -> AxisBinding:

@@ -2,6 +2,7 @@
 
 * :mod:`.spaces`: MetaSchedule design spaces from the plugin's own schedules
   (tensorized GEMM, sparse executors x formats, fused block-CG kernels);
+  :mod:`.conv_space`: tensorized convolutions (and any tensorized kernel);
 * :mod:`.knob_tuner`: the XGBoost-model loop for knobs outside TIR;
   :mod:`.model_knobs`: Sextans K0/N0/D/P and the accelerator's Approach
   choices, costed in simulated cycles;
@@ -28,6 +29,7 @@ _LAZY = {
     "make_task": "tvm_ext.tuning.tasks",
     "TASK_KINDS": "tvm_ext.tuning.tasks",
     "Task": "tvm_ext.tuning.tasks",
+    "ConvTask": "tvm_ext.tuning.tasks",
     "run_session": "tvm_ext.tuning.session",
     "SessionResult": "tvm_ext.tuning.session",
     "best_schedule": "tvm_ext.tuning.session",
@@ -40,6 +42,10 @@ _LAZY = {
     "gemm_tasks": "tvm_ext.tuning.spaces",
     "spmm_tasks": "tvm_ext.tuning.spaces",
     "cg_tasks": "tvm_ext.tuning.spaces",
+    "conv_tasks": "tvm_ext.tuning.conv_space",
+    "conv_default": "tvm_ext.tuning.conv_space",
+    "conv_reference": "tvm_ext.tuning.conv_space",
+    "kernel_tasks": "tvm_ext.tuning.conv_space",
     # non-TIR knobs
     "Knob": "tvm_ext.tuning.knob_tuner",
     "KnobSpace": "tvm_ext.tuning.knob_tuner",

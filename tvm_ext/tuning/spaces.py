@@ -17,6 +17,11 @@ one shared ``XGBModel`` and one JSON database.
   ``sample_perfect_tile`` knobs; every design space samples the unroll
   budget (``meta_schedule.unroll_explicit``).  The first design space *is* the
   untuned default, so a run never ends worse than the default it measured.
+* :func:`conv_tasks` (in :mod:`.conv_space`, re-exported here): a conv2d
+  (NHWC or NCHW) tensorized the same way: the mapping found once, emitted
+  under register tiles, loop orders, ``pack`` and ``call_rows``, each with the
+  parallel grain and the unroll budget as sampled knobs; the untuned default
+  is a one-point task measured first.
 * :func:`spmm_tasks`: the executors of :mod:`schedules.sparse.executors` for
   the formats the analytic model ranks best (BCSR R x C, ELL, HYB thresholds,
   ...), each with vector widths over N and either the library's work-balanced
@@ -42,6 +47,7 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from tvm_ext.errors import InputError, ScheduleError
+from tvm_ext.lazy_exports import lazy_getattr
 
 __all__ = [
     "SpaceTask",
@@ -49,6 +55,10 @@ __all__ = [
     "schedule_summary",
     "gemm_tasks",
     "gemm_default",
+    "gemm_reference",
+    "conv_tasks",
+    "conv_default",
+    "conv_reference",
     "spmm_tasks",
     "spmm_default",
     "spmm_reference",
@@ -56,6 +66,11 @@ __all__ = [
     "cg_defaults",
     "UNROLL_STEPS",
 ]
+
+#: Names defined in :mod:`.conv_space` (which builds on this module), resolved on first use.
+_CONV_NAMES = {"conv_tasks": "tvm_ext.tuning.conv_space", "conv_default": "tvm_ext.tuning.conv_space",
+               "conv_reference": "tvm_ext.tuning.conv_space"}
+__getattr__ = lazy_getattr(__name__, _CONV_NAMES, globals())
 
 #: Root-block annotation naming the design space a schedule came from.
 DESIGN_SPACE_KEY = "tvm_ext.design_space"

@@ -4,6 +4,7 @@
 TASK form                             engine       cost
 ====================================  ===========  ======================================
 ``gemm --shape M N K``                MetaSchedule seconds (tensorized matmul)
+``conv --shape N C_IN C_OUT HW K``    MetaSchedule seconds (tensorized conv2d, NHWC or NCHW)
 ``spmm NAME|FILE --n N``              MetaSchedule seconds (sparse executors x formats)
 ``cg NAME|FILE --n N``                MetaSchedule seconds (one fused block-CG iteration)
 ``sextans NAME|FILE --n N``           knob loop    simulated cycles (Sextans K0/N0/D/P)
@@ -28,8 +29,8 @@ import numpy as np
 
 from tvm_ext.errors import InputError, TuningError
 
-__all__ = ["Task", "GemmTask", "SpmmTask", "CGTask", "SextansTask", "AccelTask", "TASK_KINDS", "make_task",
-           "matrix_digest"]
+__all__ = ["Task", "GemmTask", "ConvTask", "SpmmTask", "CGTask", "SextansTask", "AccelTask", "TASK_KINDS",
+           "make_task", "matrix_digest"]
 
 
 def matrix_digest(A) -> str:
@@ -144,6 +145,52 @@ class GemmTask(MSTask):
         (a, b), ref = gemm_reference(self.M, self.N, self.K, self.dtype)
         c = np.zeros((self.M, self.N), self.dtype)
         return _rel_err(_run_module(module, [a, b, c], 2), ref)
+
+
+class ConvTask(MSTask):
+    """A conv2d (``layout`` NHWC with HWIO weights or NCHW with OIHW weights) tensorized with the
+    x86 micro-kernel intrinsics; ``shape`` is ``N C_IN C_OUT HW K`` (square input and kernel).
+
+    >>> ConvTask(1, 16, 32, 8, 3, pad=1).spec()["shape"]
+    [1, 16, 32, 8, 3]
+    """
+
+    kind = "conv"
+
+    def __init__(self, n: int, c_in: int, c_out: int, hw: int, kernel: int, *, stride: int = 1, pad: int = 0,
+                 layout: str = "nhwc", dtype: str = "float32"):
+        from tvm_ext.tuning.conv_space import check_conv
+
+        sizes = check_conv(n, c_in, c_out, hw, kernel, stride, pad, layout, dtype, what="conv task")
+        (self.n, self.c_in, self.c_out, self.hw, self.kernel, self.stride, self.pad, self.layout,
+         self.dtype) = sizes
+
+    @property
+    def sizes(self) -> tuple:
+        """Positional arguments of :func:`~.conv_space.conv_tasks` and friends."""
+        return (self.n, self.c_in, self.c_out, self.hw, self.kernel, self.stride, self.pad, self.layout, self.dtype)
+
+    def spec(self) -> dict:
+        return {"kind": "conv", "shape": [self.n, self.c_in, self.c_out, self.hw, self.kernel],
+                "stride": self.stride, "pad": self.pad, "layout": self.layout, "dtype": self.dtype}
+
+    def space_tasks(self, budget: int):
+        from tvm_ext.tuning.conv_space import conv_tasks
+
+        return conv_tasks(*self.sizes)
+
+    def default_tasks(self):
+        from tvm_ext.tuning.conv_space import conv_default
+        from tvm_ext.tuning.spaces import SpaceTask
+
+        return [SpaceTask("conv_default", conv_default(*self.sizes), None, None, 1)]
+
+    def check(self, space_task, module) -> float:
+        from tvm_ext.tuning.conv_space import conv_reference
+
+        (x, w), ref = conv_reference(*self.sizes)
+        y = np.zeros(ref.shape, self.dtype)
+        return _rel_err(_run_module(module, [x, w, y], 2), ref)
 
 
 class _MatrixTask(Task):
@@ -313,17 +360,20 @@ class AccelTask(KnobTask):
         return accel_cycles(self.workload, self.system, knobs)
 
 
-TASK_KINDS = {"gemm": GemmTask, "spmm": SpmmTask, "cg": CGTask, "sextans": SextansTask, "accel": AccelTask}
+TASK_KINDS = {"gemm": GemmTask, "conv": ConvTask, "spmm": SpmmTask, "cg": CGTask, "sextans": SextansTask,
+              "accel": AccelTask}
 
 
 def make_task(kind: str, *, matrix: Any = None, n: int | None = None, shape: Sequence[int] | None = None,
               **options: Any) -> Task:
     """Build a task from the CLI's TASK form (``kind`` plus its arguments).
 
-    >>> make_task("conv")
+    >>> make_task("fft")
     Traceback (most recent call last):
     ...
-    tvm_ext.errors.TuningError: unknown tuning task 'conv'; tasks: accel, cg, gemm, sextans, spmm
+    tvm_ext.errors.TuningError: unknown tuning task 'fft'; tasks: accel, cg, conv, gemm, sextans, spmm
+    >>> make_task("conv", shape=[1, 16, 32, 8, 3], pad=1).describe()
+    'conv shape=[1, 16, 32, 8, 3] stride=1 pad=1 layout=nhwc dtype=float32'
     """
     if kind not in TASK_KINDS:
         raise TuningError(f"unknown tuning task {kind!r}; tasks: {', '.join(sorted(TASK_KINDS))}")
@@ -331,6 +381,10 @@ def make_task(kind: str, *, matrix: Any = None, n: int | None = None, shape: Seq
         if shape is None or len(shape) != 3:
             raise InputError(f"gemm task: --shape needs three sizes M N K, got {shape!r}")
         return GemmTask(*shape, **options)
+    if kind == "conv":
+        if shape is None or isinstance(shape, (str, bytes)) or len(shape) != 5:
+            raise InputError(f"conv task: --shape needs five sizes N C_IN C_OUT HW K, got {shape!r}")
+        return ConvTask(*shape, **options)
     if kind == "accel":
         kw = dict(options)
         if shape is not None:

@@ -3,12 +3,16 @@
 TASK forms (see :mod:`tvm_ext.tuning.tasks`)::
 
     tvm-ext tune gemm --shape M N K --trials 64 --db tune.db
+    tvm-ext tune conv --shape N C_IN C_OUT HW K [--stride S] [--pad P] [--layout nhwc|nchw] --trials 64 --db tune.db
     tvm-ext tune spmm NAME|FILE --n N --trials 64 --db tune.db
     tvm-ext tune cg NAME|FILE --n N --trials 32 --db tune.db
     tvm-ext tune sextans NAME|FILE --n N --trials 100 --db tune.db
     tvm-ext tune accel --workload matmul --shape M K N --trials 30 --db tune.db
     tvm-ext tune spmm cora --n 64 --trials 64 --db tune.db --rpc-tracker HOST:9190 --rpc-key cpu
     tvm-ext tune selector [--size tiny|small|medium] [--n 8 32 128] [--model PATH]
+
+``conv`` tunes a square conv2d (batch N, HW x HW input, K x K kernel) tensorized
+with the x86 micro-kernel: NHWC data with HWIO weights, or NCHW with OIHW.
 
 ``selector`` trains the learned sparse-format selector on a measured corpus
 of generated matrices, prints its regret on held-out matrices next to the
@@ -30,9 +34,13 @@ from tvm_ext.errors import InputError, TuningError
 def register(subparsers, common) -> None:
     p = subparsers.add_parser("tune", parents=[common], help="autotune a kernel or a hardware model (resumable)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", metavar="TASK", help="gemm, spmm, cg, sextans or accel")
+    p.add_argument("task", metavar="TASK", help="gemm, conv, spmm, cg, sextans, accel or selector")
     p.add_argument("matrix", metavar="NAME|FILE", nargs="?", help="matrix of spmm/cg/sextans (bundled name or .mtx)")
-    p.add_argument("--shape", type=int, nargs="+", metavar="SIZE", help="gemm: M N K; accel: M K N or BATCH HIDDEN")
+    p.add_argument("--shape", type=int, nargs="+", metavar="SIZE",
+                   help="gemm: M N K; conv: N C_IN C_OUT HW K; accel: M K N or BATCH HIDDEN")
+    p.add_argument("--stride", type=int, default=1, help="conv: stride (default 1)")
+    p.add_argument("--pad", type=int, default=0, help="conv: zero padding on each side (default 0)")
+    p.add_argument("--layout", default="nhwc", help="conv: nhwc (HWIO weights) or nchw (OIHW weights); default nhwc")
     p.add_argument("--n", type=int, nargs="+", help="columns of B (spmm, sextans) or right-hand sides (cg); "
                    "selector: the N values of the corpus")
     p.add_argument("--size", default="small", help="selector: corpus size tiny, small or medium (default small)")
@@ -55,6 +63,8 @@ def _make(args):
     kind = args.task
     if kind == "gemm":
         return make_task("gemm", shape=args.shape)
+    if kind == "conv":
+        return make_task("conv", shape=args.shape, stride=args.stride, pad=args.pad, layout=args.layout)
     if kind == "accel":
         kw = {"workload": args.workload, "system": args.system}
         return make_task("accel", shape=args.shape, **kw)
