@@ -148,3 +148,30 @@ def test_bad_input_and_configuration_are_clear_errors():
         model(np.full((16, 32), np.nan, "float32"))
     with pytest.raises(InputError, match="takes 1 inputs"):
         model()
+
+
+def test_transposing_elementwise_kernels_are_inlined_and_cache_tiled():
+    """An NHWC->NCHW transpose + add + relu (what ConvertLayout leaves around a residual add)
+    becomes one tiled loop nest, and still computes the same thing."""
+    import tvm
+    from tvm import te
+
+    from tvm_ext.compile_steps.llvm_schedule import _default_all, _root_blocks
+    from tvm_ext.target import default_target
+
+    a = te.placeholder((1, 8, 8, 32), name="a")  # NHWC
+    x = te.placeholder((1, 32, 8, 8), name="x")  # NCHW
+    t = te.compute((1, 8, 8, 32), lambda n, h, w, c: x[n, c, h, w], name="T_transpose")
+    s = te.compute((1, 8, 8, 32), lambda n, h, w, c: a[n, h, w, c] + t[n, h, w, c], name="T_add")
+    r = te.compute((1, 8, 8, 32), lambda n, h, w, c: te.max(s[n, h, w, c], 0.0), name="relu")
+    out = te.compute((1, 32, 8, 8), lambda n, c, h, w: r[n, h, w, c], name="T_transpose1")
+    sch = _default_all(te.create_prim_func([a, x, out]))
+    assert [sch.get(b).name_hint for b in _root_blocks(sch)] == ["T_transpose1"]
+    text = sch.mod.script()
+    assert "T.parallel" in text and "T.vectorized(4)" in text and "c_1 in range(16)" in text  # 16 x 4 tiles
+    rng = np.random.default_rng(0)
+    av, xv = rng.standard_normal((1, 8, 8, 32), "float32"), rng.standard_normal((1, 32, 8, 8), "float32")
+    f = tvm.compile(sch.mod, target=default_target())
+    o = tvm.runtime.empty((1, 32, 8, 8), "float32")
+    f["main"](tvm.runtime.tensor(av), tvm.runtime.tensor(xv), o)
+    np.testing.assert_allclose(o.numpy(), np.maximum(av.transpose(0, 3, 1, 2) + xv, 0), rtol=1e-6)

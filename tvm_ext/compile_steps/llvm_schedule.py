@@ -134,16 +134,94 @@ def default_schedule(sch, block, threads: int | None = None) -> list[str]:
     return steps
 
 
+def _transposed_axis(sch, block) -> int | None:
+    """The iter whose read is unit-stride when the output's unit-stride iter is not (a transpose).
+
+    Only for element-wise blocks whose loops bind their iters one to one, in order.
+    """
+    from tvm import tirx
+
+    blk = sch.get(block)
+    ivars = [iv.var for iv in blk.iter_vars]
+    if len(sch.get_loops(block)) != len(ivars) or "R" in _iter_kinds(sch, block):
+        return None
+    for region in blk.reads:
+        last = region.region[-1].min if region.region else None
+        if isinstance(last, tirx.Var) and any(last.same_as(v) for v in ivars[:-1]):
+            return next(i for i, v in enumerate(ivars) if last.same_as(v))
+    return None
+
+
+def _tile_factor(extent: int | None) -> int | None:
+    return next((f for f in (16, 8, 4) if extent and extent % f == 0 and extent > f), None)
+
+
+def transpose_tiles(sch, block, threads: int | None = None) -> list[str]:
+    """Cache-tile a transposing element-wise block: ``[.., p_o, last_o, p_i, last_i]``.
+
+    The read is unit-stride along ``p`` and the write along the last axis; a
+    ``p_i x last_i`` tile keeps both sets of cache lines in use (a plain loop
+    nest gathers one element per cache line).  Returns the steps, ``[]`` when
+    the block is not a transpose or the sizes do not tile.
+    """
+    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+
+    from tvm_ext.target import num_threads
+
+    p = _transposed_axis(sch, block)
+    if p is None:
+        return []
+    loops = sch.get_loops(block)
+    fp, fl = _tile_factor(_extent(sch, loops[p])), _tile_factor(_extent(sch, loops[-1]))
+    if fp is None or fl is None:
+        return []
+    try:
+        p_o, p_i = sch.split(loops[p], [None, fp])
+        l_o, l_i = sch.split(loops[-1], [None, fl])
+        outer = [lp for i, lp in enumerate(loops[:-1]) if i != p] + [p_o, l_o]
+        sch.reorder(*outer, p_i, l_i)
+        sch.vectorize(l_i)
+        if (threads or num_threads()) > 1:
+            sch.parallel(sch.fuse(*outer))
+    except TvmScheduleError:
+        return []
+    return [f"transpose tiles {fp}x{fl}, parallel outer, vectorize {fl}"]
+
+
 def _root_blocks(sch) -> list:
     return list(sch.get_child_blocks(sch.get_sblock("root")))
+
+
+def inline_elementwise(sch, skip: set[str] = frozenset()) -> list[str]:
+    """Inline every element-wise producer into its consumers (a fused transpose-add-relu-transpose
+    becomes one loop nest instead of four passes over full-size intermediate buffers).
+
+    Blocks TVM refuses to inline (outputs, reductions, blocks read before written) stay.
+    Returns the names of the inlined blocks.
+    """
+    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+
+    done: list[str] = []
+    for b in _root_blocks(sch)[:-1]:
+        name = sch.get(b).name_hint
+        if name in skip or "R" in _iter_kinds(sch, b):
+            continue
+        try:
+            sch.compute_inline(b)
+            done.append(name)
+        except TvmScheduleError:
+            continue
+    return done
 
 
 def _default_all(func, skip: set[str] = frozenset()):
     from tvm import s_tir
 
     sch = s_tir.Schedule(func)
+    if not any("R" in _iter_kinds(sch, b) for b in _root_blocks(sch)):
+        inline_elementwise(sch, skip)
     for b in _root_blocks(sch):
-        if sch.get(b).name_hint not in skip:
+        if sch.get(b).name_hint not in skip and not transpose_tiles(sch, b):
             default_schedule(sch, b)
     return sch
 
