@@ -175,3 +175,22 @@ def test_transposing_elementwise_kernels_are_inlined_and_cache_tiled():
     o = tvm.runtime.empty((1, 32, 8, 8), "float32")
     f["main"](tvm.runtime.tensor(av), tvm.runtime.tensor(xv), o)
     np.testing.assert_allclose(o.numpy(), np.maximum(av.transpose(0, 3, 1, 2) + xv, 0), rtol=1e-6)
+
+
+def test_constant_weights_are_packed_at_compile_time():
+    from tvm_ext.compile_steps.weight_prepack import PREPROC_KEY, mark_weight_packing
+
+    mod, ref = _mlp_module(m=16, k=64, n=96)
+    model = tc.compile(mod, tensorize="always")
+    prepacked = [k for k in model.report.kernels if k.name.endswith("_prepacked")]
+    assert prepacked and all("packed at compile time" in k.detail for k in prepacked)
+    x = model.random_inputs(4)[0]
+    np.testing.assert_allclose(model(x)[0], ref(x), rtol=1e-4, atol=1e-6)
+    # the kernel left in the module reads the packed weight; no packing block runs per call
+    from tvm_ext.compile_steps.llvm_schedule import schedule_module
+
+    legal, _ = tc._legalize_and_fuse(tc._prepare(mod))
+    legal, _ = schedule_module(legal, tensorize="always")
+    func = legal["fused_matmul_relu"]
+    marked, names = mark_weight_packing(func)
+    assert names == ["param_0"] and PREPROC_KEY in marked.script()

@@ -14,7 +14,9 @@ Flow (ARCHITECTURE, data flow 4), each step a pass over the Relax module:
    ``FuseOps``/``FuseTIR``, then every llvm PrimFunc is
    scheduled (:mod:`tvm_ext.compile_steps.llvm_schedule`: a tuning record from
    ``tuning_db``, else the ``tensorize`` mapping onto x86 instructions when it
-   measures faster, else the default parallel/vector schedule);
+   measures faster, else the default parallel/vector schedule); weights the
+   x86 micro-kernels read in panels are packed once at compile time when
+   they are constants (:mod:`tvm_ext.compile_steps.weight_prepack`);
 5. ``tvm.compile`` through the kernel cache -> Relax VM.
 
 The result is a :class:`CompiledModel`: call it on numpy inputs; its
@@ -688,6 +690,8 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     b.phase("legalize")
     b.mod, schedules = schedule_module(b.mod, target=tgt, db=db, tensorize=tensorize)
     b.phase("schedule")
+    b.mod, schedules, members = _prepack(b.mod, tgt, schedules, members)
+    b.phase("prepack")
     signature = ("tvm_ext.compile", tvm_ffi.structural_hash(b.mod), tensorize)  # 5: constants are hashed too
     built = get_or_build(signature, lambda: b.mod, tgt)
     b.phase("build")
@@ -699,6 +703,24 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     if measure or inputs is not None:
         model.profile(*(inputs or model.random_inputs()))
     return model
+
+
+def _prepack(mod: Any, tgt: Any, schedules: dict, members: dict) -> tuple[Any, dict, dict]:
+    """Step 4b: constant weights packed at compile time (kernels renamed ``*_prepacked``)."""
+    from dataclasses import replace
+
+    from tvm_ext.compile_steps.weight_prepack import PREPACKED_SUFFIX, prepack_weights
+
+    mod, marked = prepack_weights(mod, tgt)
+    for name, params in marked.items():
+        if name in schedules:
+            how = schedules.pop(name)
+            note = f"weights {', '.join(params)} packed at compile time"
+            schedules[name + PREPACKED_SUFFIX] = replace(how, name=name + PREPACKED_SUFFIX,
+                                                         detail="; ".join(x for x in (how.detail, note) if x))
+        if name in members:
+            members[name + PREPACKED_SUFFIX] = members.pop(name)
+    return mod, schedules, members
 
 
 def _bind_back(mod: Any, n_inputs: int, values: Sequence[np.ndarray]) -> Any:

@@ -1,0 +1,101 @@
+"""Pack constant weights once, at compile time, instead of inside every kernel call.
+
+The x86 micro-kernels read one operand in panels (``tensorize.emit``'s
+``pack``): a ``cache_read`` block (named ``<param>_global``) copies the
+weight into ``[.., d // NR, .., d % NR]`` order at the start of every call,
+after a padding block when the weight's extent is not a multiple of NR.  For
+a model's constant weights that copy is pure overhead: an MLP layer with
+batch 64 spends as long packing its 2048 x 2048 weight as multiplying.
+
+:func:`mark_weight_packing` inlines the padding into the packing block and
+annotates it ``meta_schedule.layout_rewrite_preproc``; Relax's
+``SplitLayoutRewritePreproc`` then splits it into its own PrimFunc, called on
+the weight, and ``FoldConstant`` runs that call at compile time when the
+weight is a constant (:func:`prepack_weights`).  A weight passed at run time
+is packed by that separate call on each run, as before.
+
+>>> PREPROC_KEY
+'meta_schedule.layout_rewrite_preproc'
+"""
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["PREPROC_KEY", "PREPACKED_SUFFIX", "mark_weight_packing", "prepack_weights"]
+
+#: The block annotation ``SplitLayoutRewritePreproc`` looks for.
+PREPROC_KEY = "meta_schedule.layout_rewrite_preproc"
+#: Name suffix ``SplitLayoutRewritePreproc`` gives the compute function.
+PREPACKED_SUFFIX = "_prepacked"
+
+
+def _buffer(region) -> Any:
+    return getattr(region, "buffer", None) or region.source
+
+
+def _pack_blocks(sch, params: set[str]) -> list:
+    """Root blocks named ``*_global`` that copy one buffer into another (``cache_read`` packs)."""
+    out = []
+    for b in sch.get_child_blocks(sch.get_sblock("root")):
+        blk = sch.get(b)
+        if blk.name_hint.endswith("_global") and len(blk.reads) == 1 and len(blk.writes) == 1 \
+                and all(int(iv.iter_type) == 0 for iv in blk.iter_vars):
+            out.append(b)
+    return out
+
+
+def mark_weight_packing(func) -> tuple[Any, list[str]]:
+    """``func`` with its weight-packing blocks annotated for the split; returns (func, packed params)."""
+    from tvm import s_tir
+    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+
+    from tvm_ext.compile_steps.llvm_schedule import param_buffers
+
+    params = {b.name for b in param_buffers(func)}
+    sch = s_tir.Schedule(func)
+    marked = []
+    for b in _pack_blocks(sch, params):
+        src = _buffer(sch.get(b).reads[0]).name
+        if src not in params:  # a padded weight: fold the padding into the packing copy
+            try:
+                sch.compute_inline(sch.get_producers(b)[0])
+            except (TvmScheduleError, IndexError):
+                continue
+            src = _buffer(sch.get(b).reads[0]).name
+            if src not in params or len(sch.get(b).reads) != 1:
+                continue
+        sch.annotate(b, PREPROC_KEY, 1)
+        marked.append(src)
+    return (sch.mod["main"], marked) if marked else (func, [])
+
+
+def prepack_weights(mod, target) -> tuple[Any, dict[str, list[str]]]:
+    """Split the marked packing out of every kernel and fold it for constant weights.
+
+    Returns the module and ``{kernel name: [packed parameter names]}``.  A
+    module whose split TVM refuses is returned unchanged (the kernels keep
+    packing per call).
+    """
+    import tvm
+    from tvm import relax
+
+    marked: dict[str, list[str]] = {}
+    out = mod
+    for gv, func in list(mod.functions.items()):
+        if isinstance(func, tvm.tirx.PrimFunc):
+            new, names = mark_weight_packing(func.with_attr("global_symbol", "main"))
+            if names:
+                sym = func.attrs.get("global_symbol") if func.attrs is not None else None
+                out = out if out is not mod else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+                out[gv] = new.with_attr("global_symbol", sym) if sym is not None else new.without_attr(
+                    "global_symbol")
+                marked[gv.name_hint] = names
+    if not marked:
+        return mod, {}
+    try:
+        with tvm.target.Target(target):
+            split = relax.transform.SplitLayoutRewritePreproc()(out)
+            folded = relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(split))
+    except Exception:  # noqa: BLE001 - TVM refused the split: keep packing inside the kernels
+        return mod, {}
+    return folded, marked
