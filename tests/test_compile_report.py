@@ -194,3 +194,16 @@ def test_constant_weights_are_packed_at_compile_time():
     func = legal["fused_matmul_relu"]
     marked, names = mark_weight_packing(func)
     assert names == ["param_0"] and PREPROC_KEY in marked.script()
+
+
+def test_transcendental_elementwise_kernels_parallelise_from_a_smaller_size():
+    from tvm import te
+
+    from tvm_ext.compile_steps.llvm_schedule import PARALLEL_MIN_WORK, _default_all
+
+    a = te.placeholder((16, 512), name="a")  # 8192 < PARALLEL_MIN_WORK iterations
+    plain = te.compute((16, 512), lambda i, j: a[i, j] + 1.0, name="o")
+    tanh = te.compute((16, 512), lambda i, j: te.tanh(a[i, j]), name="o")
+    assert 16 * 512 < PARALLEL_MIN_WORK
+    assert "T.parallel" not in _default_all(te.create_prim_func([a, plain])).mod.script()
+    assert "T.parallel" in _default_all(te.create_prim_func([a, tanh])).mod.script()

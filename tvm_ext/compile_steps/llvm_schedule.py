@@ -36,6 +36,9 @@ __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_sc
 
 #: Blocks with fewer loop iterations than this run on one thread (a parallel launch costs more).
 PARALLEL_MIN_WORK = 1 << 14
+#: The same for blocks that evaluate transcendental functions (tens of cycles per element).
+PARALLEL_MIN_WORK_TRANSCENDENTAL = 1 << 11
+_TRANSCENDENTAL = ("T.exp(", "T.tanh(", "T.sigmoid(", "T.log(", "T.erf(", "T.pow(", "T.sqrt(", "T.exp2(")
 
 
 @dataclass
@@ -81,6 +84,12 @@ def _spatial_prefix(sch, block, loops) -> list:
     return list(loops[:n_spatial])
 
 
+def _parallel_min_work(sch, block) -> int:
+    """The iteration count from which ``block`` is worth a parallel launch."""
+    body = str(sch.get(block).body)
+    return PARALLEL_MIN_WORK_TRANSCENDENTAL if any(f in body for f in _TRANSCENDENTAL) else PARALLEL_MIN_WORK
+
+
 def default_schedule(sch, block, threads: int | None = None) -> list[str]:
     """Parallelise the outer spatial loops (if the block is big enough) and vectorise the
     innermost loop of an element-wise block.  Best effort: a step TVM refuses is skipped."""
@@ -114,7 +123,7 @@ def default_schedule(sch, block, threads: int | None = None) -> list[str]:
             extents = [_extent(sch, lp) for lp in loops]
     except TvmScheduleError:
         pass
-    if work < PARALLEL_MIN_WORK or threads <= 1:
+    if work < _parallel_min_work(sch, block) or threads <= 1:
         return steps
     prefix = _spatial_prefix(sch, block, loops)
     take, span = [], 1
