@@ -33,7 +33,7 @@ def _buffer(region) -> Any:
     return getattr(region, "buffer", None) or region.source
 
 
-def _pack_blocks(sch, params: set[str]) -> list:
+def _pack_blocks(sch) -> list:
     """Root blocks named ``*_global`` that copy one buffer into another (``cache_read`` packs)."""
     out = []
     for b in sch.get_child_blocks(sch.get_sblock("root")):
@@ -54,7 +54,7 @@ def mark_weight_packing(func) -> tuple[Any, list[str]]:
     params = {b.name for b in param_buffers(func)}
     sch = s_tir.Schedule(func)
     marked = []
-    for b in _pack_blocks(sch, params):
+    for b in _pack_blocks(sch):
         src = _buffer(sch.get(b).reads[0]).name
         if src not in params:  # a padded weight: fold the padding into the packing copy
             try:
