@@ -344,7 +344,7 @@ def _extern_symbols(mod: Any) -> list[str]:
     return out
 
 
-def _accel_partition(mod: Any, accel: Any, db_root: str | None = None):
+def _accel_partition(mod: Any, accel: Any, knobs: Any = None):
     """Run the accelerator BYOC; returns (module, new kernel symbols, system name, EngineTuning)."""
     try:
         from tvm_ext.accel.byoc import partition_for_accel
@@ -354,7 +354,7 @@ def _accel_partition(mod: Any, accel: Any, db_root: str | None = None):
     from tvm_ext.compile_steps.engine_records import tuned_accel_approach
 
     system = load_system(None if accel is True else accel)
-    approach, tuning = tuned_accel_approach(db_root, system)
+    approach, tuning = tuned_accel_approach(knobs, system)
     before = set(_extern_symbols(mod))
     mod = partition_for_accel(mod, system, approach=approach, baseline=False)
     return mod, set(_extern_symbols(mod)) - before, system.name, tuning
@@ -580,14 +580,14 @@ def _offload_sparse(b: _Build, tgt: Any, engine: Any, threshold: float, fuse_gcn
     return rewrites, stand_ins
 
 
-def _offload_accel(b: _Build, accel: Any, db_root: str | None) -> str:
+def _offload_accel(b: _Build, accel: Any, knobs: Any) -> str:
     """Step 3a: the matrix accelerator's BYOC (weights lifted to arguments for its patterns)."""
     from tvm_ext.compile_steps.constants import lift_constants
 
     n_inputs = len(b.mod["main"].params)
     mod, weights = lift_constants(b.mod)
     ops_before = op_calls(mod["main"])
-    mod, syms, label, tuning = _accel_partition(mod, accel, db_root)
+    mod, syms, label, tuning = _accel_partition(mod, accel, knobs)
     b.engine_tuning.append(tuning)
     b.mod = _bind_back(mod, n_inputs, weights)  # constants again for llvm (folded, layout-converted)
     _claim(b.snapshot, _removed(ops_before, op_calls(b.mod["main"])), "accel", f"accelerator {label}")
@@ -607,18 +607,20 @@ def _approach_of(symbol: str) -> str:
     return function_report(symbol).approach
 
 
-def _offload_sextans(b: _Build, engine: _Engine, rewrites: list, db_root: str | None) -> None:
-    """Step 3b: the Sextans engine's BYOC over the sparse products marked for it (tuned knobs applied)."""
+def _offload_sextans(b: _Build, engine: _Engine, rewrites: list, knobs: Any) -> None:
+    """Step 3b: the Sextans engine's BYOC over the sparse products marked for it (tuned knobs applied).
+
+    ``knobs``: the tuning database's checked knob records (or None).
+    """
     from tvm_ext.compile_steps.engine_records import EngineTuning, tuned_sextans_config
+    from tvm_ext.spmm_engine import paper_knobs
     from tvm_ext.spmm_engine.byoc import partition_for_sextans
 
     if engine.explicit:
-        knobs = {"K0": engine.config.window, "N0": engine.config.n0, "D": engine.config.raw_distance,
-                 "P": engine.config.pes}
-        b.engine_tuning.append(EngineTuning("sextans", knobs, "explicit config"))
+        b.engine_tuning.append(EngineTuning("sextans", paper_knobs(engine.config), "explicit config"))
     else:
         products = [(rw.matrix, rw.n_cols) for rw in rewrites if rw.where == "sextans"]
-        config, tuning = tuned_sextans_config(db_root, products, engine.config, engine.name)
+        config, tuning = tuned_sextans_config(knobs, products, engine.config, engine.name)
         engine = engine._replace(config=config)
         b.engine_tuning.append(tuning)
 
@@ -658,7 +660,7 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     """
     import tvm_ffi
 
-    from tvm_ext.compile_steps.engine_records import database_root
+    from tvm_ext.compile_steps.engine_records import knob_report
     from tvm_ext.compile_steps.llvm_schedule import schedule_module, tuning_database
     from tvm_ext.compile_steps.sparse_offload import materialize_packed
     from tvm_ext.kernel_cache import get_or_build
@@ -669,6 +671,7 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     _check_options(sparse_threshold, tensorize)
     engine = _engine(spmm_engine)
     db = tuning_database(tuning_db)
+    knobs = knob_report(tuning_db)
     specs = input_specs(mod)
 
     t1 = time.perf_counter()
@@ -679,10 +682,9 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     rewrites, stand_ins = _offload_sparse(b, tgt, engine, sparse_threshold, fuse_gcn)  # 2
     b.phase("sparse")
     # 3: the accelerator first (MergeCompositeFunctions cannot look through extern calls), then Sextans
-    db_root = database_root(tuning_db)
-    accel_label = _offload_accel(b, accel, db_root) if accel not in (None, False) else None
+    accel_label = _offload_accel(b, accel, knobs) if accel not in (None, False) else None
     if engine is not None and any(rw.where == "sextans" for rw in rewrites):
-        _offload_sextans(b, engine, rewrites, db_root)
+        _offload_sextans(b, engine, rewrites, knobs)
     _note_unsupported(b.snapshot)
     b.mod = materialize_packed(b.mod, stand_ins)
     b.phase("byoc")

@@ -21,7 +21,7 @@ Either way a record never makes a compiled model slower (in the model)
 than the default, and the report names the record that was applied.
 
 >>> import tempfile
->>> best_records(tempfile.mkdtemp(), "sextans")
+>>> best_records(knob_report(tempfile.mkdtemp()), "sextans")
 []
 """
 from __future__ import annotations
@@ -31,7 +31,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
-__all__ = ["KnobRecord", "best_records", "database_root", "tuned_sextans_config", "tuned_accel_approach",
+__all__ = ["KnobRecord", "best_records", "knob_report", "tuned_sextans_config", "tuned_accel_approach",
            "EngineTuning"]
 
 
@@ -63,19 +63,23 @@ class EngineTuning:
                 "default_cycles": self.default_cycles, "candidates": self.candidates, "detail": list(self.detail)}
 
 
-def database_root(tuning_db: Any) -> str | None:
-    """The directory of a ``tuning_db`` argument (a path or a ``TuningDatabase``); None otherwise."""
+def knob_report(tuning_db: Any):
+    """The checked contents (``DatabaseReport``) of a ``tuning_db`` directory or ``TuningDatabase``; else None.
+
+    Read once per compile; every engine takes its records from it.
+    """
+    from tvm_ext.tuning.database import check_database
+
     root = getattr(tuning_db, "root", tuning_db)
     if isinstance(root, (str, os.PathLike)) and os.path.isdir(root):
-        return str(root)
+        return check_database(root)
     return None
 
 
-def best_records(root: str, kind: str, where: Callable[[dict], bool] | None = None) -> list[KnobRecord]:
-    """The best (fewest-cycles) record of each ``kind`` task in database ``root`` whose spec passes ``where``."""
-    from tvm_ext.tuning.database import check_database
-
-    rep = check_database(root)
+def best_records(rep: Any, kind: str, where: Callable[[dict], bool] | None = None) -> list[KnobRecord]:
+    """The best (fewest-cycles) record of each ``kind`` task in a :func:`knob_report` whose spec passes ``where``."""
+    if rep is None:
+        return []
     specs = {t["task"]: t for t in rep.tasks if t.get("spec", {}).get("kind") == kind}
     best: dict[str, KnobRecord] = {}
     for r in rep.knob_records:
@@ -92,21 +96,18 @@ def best_records(root: str, kind: str, where: Callable[[dict], bool] | None = No
     return sorted(best.values(), key=lambda k: k.task)
 
 
-def tuned_sextans_config(root: str | None, matrices: Sequence[tuple[Any, int]], config: Any,
+def tuned_sextans_config(rep: Any, matrices: Sequence[tuple[Any, int]], config: Any,
                          platform: str) -> tuple[Any, EngineTuning]:
     """The engine configuration for a model's sparse products ``[(A, n), ...]`` on ``platform``.
 
     ``config`` is the base :class:`~tvm_ext.spmm_engine.EngineConfig`; a
-    record's K0/N0/D/P replace its fields.  Returns ``(config, EngineTuning)``.
+    record's K0/N0/D/P replace its fields (``rep``: a :func:`knob_report`).
+    Returns ``(config, EngineTuning)``.
     """
-    from tvm_ext.spmm_engine import model, preprocess, resolve_config
-    from tvm_ext.tuning.model_knobs import sextans_default
+    from tvm_ext.spmm_engine import model, paper_knobs, preprocess, resolve_config
 
-    def knobs_of(cfg) -> dict:
-        return {"K0": cfg.window, "N0": cfg.n0, "D": cfg.raw_distance, "P": cfg.pes}
-
-    records = best_records(root, "sextans", lambda s: s.get("platform") == platform) if root else []
-    base = knobs_of(config)
+    records = best_records(rep, "sextans", lambda s: s.get("platform") == platform)
+    base = paper_knobs(config)
     if not records or not matrices:
         return config, EngineTuning("sextans", base, "default", candidates=len(records))
 
@@ -117,7 +118,7 @@ def tuned_sextans_config(root: str | None, matrices: Sequence[tuple[Any, int]], 
     best = (default_cycles, config, "default")
     seen = {tuple(sorted(base.items()))}
     for rec in records:
-        knobs = {k: rec.knobs[k] for k in sextans_default() if k in rec.knobs}
+        knobs = {k: rec.knobs[k] for k in base if k in rec.knobs}
         if tuple(sorted(knobs.items())) in seen:
             continue
         seen.add(tuple(sorted(knobs.items())))
@@ -126,7 +127,7 @@ def tuned_sextans_config(root: str | None, matrices: Sequence[tuple[Any, int]], 
         if cycles < best[0]:
             best = (cycles, cfg, rec.task)
     cycles, cfg, source = best
-    return cfg, EngineTuning("sextans", knobs_of(cfg), source, cycles, default_cycles, len(records),
+    return cfg, EngineTuning("sextans", paper_knobs(cfg), source, cycles, default_cycles, len(records),
                              [f"{r.task}: {r.spec.get('matrix')} n={r.spec.get('n')} best {r.knobs}"
                               for r in records])
 
@@ -142,17 +143,18 @@ def _same_system(name: Any, system: Any) -> bool:
         return False
 
 
-def tuned_accel_approach(root: str | None, system: Any) -> tuple[Any, EngineTuning]:
+def tuned_accel_approach(rep: Any, system: Any) -> tuple[Any, EngineTuning]:
     """An :class:`~tvm_ext.accel.approach.ApproachChoice` of the default and the records' approaches.
 
-    ``system`` is the :class:`~tvm_ext.accel.system_graph.SystemGraph` compiled
-    for; records tuned on another graph are ignored.  Returns ``(None, ...)``
+    ``rep`` is a :func:`knob_report`; ``system`` the
+    :class:`~tvm_ext.accel.system_graph.SystemGraph` compiled for (records
+    tuned on another graph are ignored).  Returns ``(None, ...)``
     when the database holds no accelerator record for it.
     """
     from tvm_ext.accel.approach import ApproachChoice
     from tvm_ext.tuning.model_knobs import KnobApproach, accel_default
 
-    records = best_records(root, "accel", lambda s: _same_system(s.get("system"), system)) if root else []
+    records = best_records(rep, "accel", lambda s: _same_system(s.get("system"), system))
     default = accel_default()
     distinct = []
     for rec in records:

@@ -42,7 +42,7 @@ from tvm_ext.spmm_engine.encoding import (
 )
 from tvm_ext.spmm_engine.engine import evaluate, functional_check
 from tvm_ext.spmm_engine.perf_model import PerfReport, StageTime, model, problem_flops
-from tvm_ext.spmm_engine.preprocess import preprocess, resolve_config, schedule
+from tvm_ext.spmm_engine.preprocess import paper_knobs, preprocess, resolve_config, schedule
 from tvm_ext.spmm_engine.simulator import simulate
 from tvm_ext.spmm_engine.stream import PassStream, ScheduledStream
 
@@ -64,7 +64,7 @@ _LAZY = {
 
 __all__ = [
     "EngineConfig", "Platform", "SEXTANS", "SEXTANS_P", "PLATFORMS", "get_platform",
-    "schedule", "preprocess", "resolve_config", "ScheduledStream", "PassStream",
+    "schedule", "preprocess", "resolve_config", "paper_knobs", "ScheduledStream", "PassStream",
     "SextansProgram", "EncodedPass", "encode_words", "decode_words", "bubble_word",
     "simulate", "model", "PerfReport", "StageTime", "problem_flops",
     "evaluate", "functional_check",

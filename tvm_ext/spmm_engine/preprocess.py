@@ -29,6 +29,15 @@ __all__ = ["resolve_config", "schedule", "preprocess"]
 _ALIASES = {"P": "pes", "D": "raw_distance", "K0": "window", "N0": "n0"}
 
 
+def paper_knobs(config: EngineConfig) -> dict[str, int]:
+    """The paper's tunable parameters of ``config``: ``{"K0", "N0", "D", "P"}`` (inverse of the overrides).
+
+    >>> paper_knobs(EngineConfig())
+    {'K0': 4096, 'N0': 8, 'D': 10, 'P': 64}
+    """
+    return {k: getattr(config, _ALIASES[k]) for k in ("K0", "N0", "D", "P")}
+
+
 def resolve_config(config: EngineConfig | dict | None = None, **overrides: Any) -> EngineConfig:
     """An :class:`EngineConfig` from a config/dict plus keyword overrides.
 

@@ -60,10 +60,9 @@ def sextans_space(A: Any) -> KnobSpace:
 
 def sextans_default() -> dict:
     """The prototype's parameters (``EngineConfig()``)."""
-    from tvm_ext.spmm_engine import EngineConfig
+    from tvm_ext.spmm_engine import EngineConfig, paper_knobs
 
-    c = EngineConfig()
-    return {"K0": c.window, "N0": c.n0, "D": c.raw_distance, "P": c.pes}
+    return paper_knobs(EngineConfig())
 
 
 def sextans_cycles(A: Any, n: int, knobs: dict, platform: str = "sextans") -> float:
