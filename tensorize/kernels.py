@@ -647,7 +647,7 @@ def program_to_te(program, known: dict[str, Any]) -> dict[str, Any]:
     import keyword
 
     from tvm import te
-    from tensorize.exporters import _groups
+    from tensorize.exporters import _groups, _tree_axes
 
     from tvm_ext.errors import MappingError
 
@@ -712,17 +712,6 @@ def _te_body(program, g, dims, raxes, op, tensors):
         return fn(val, axis=list(raxes.values()))
 
     return body
-
-
-def _tree_axes(tree) -> set[str]:
-    kind = tree[0]
-    if kind == "load":
-        return set(tree[1].axes)
-    if kind == "bin":
-        return _tree_axes(tree[2]) | _tree_axes(tree[3])
-    if kind == "fn":
-        return _tree_axes(tree[2])
-    return set()
 
 
 def _te_tensors(kernel: Kernel) -> dict[str, Any]:

@@ -23,6 +23,7 @@ __all__ = [
     "ScheduleError",
     "TuningError",
     "ConvergenceError",
+    "positive_int",
 ]
 
 
@@ -60,3 +61,18 @@ class TuningError(TvmExtError):
 
 class ConvergenceError(TvmExtError):
     """An iterative solver did not converge and the caller asked for strictness."""
+
+
+def positive_int(value: object, what: str, error: type[TvmExtError] = InputError) -> int:
+    """``value`` as an ``int`` if it is an integer (Python or numpy, not bool) >= 1; else ``error``.
+
+    >>> positive_int(3, "M")
+    3
+    >>> positive_int(0, "gemm: M")
+    Traceback (most recent call last):
+    ...
+    tvm_ext.errors.InputError: gemm: M must be a positive integer, got 0
+    """
+    if isinstance(value, bool) or not hasattr(value, "__index__") or value.__index__() < 1:
+        raise error(f"{what} must be a positive integer, got {value!r}")
+    return int(value.__index__())

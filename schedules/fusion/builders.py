@@ -17,7 +17,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from schedules.fusion.einsum_dag import EinsumDAG
-from tvm_ext.errors import InputError, ShapeError
+from tvm_ext.errors import InputError, ShapeError, positive_int
 from tvm_ext.workloads import GOGETA_TABLE2, GogetaWorkload
 
 __all__ = [
@@ -35,15 +35,6 @@ __all__ = [
 
 #: Alg. 1 line of each Block CG op family (the prefix of its tensor name).
 CG_LINE_OF = {"S": "1", "Delta": "2", "Lambda": "2", "X": "3", "R": "4", "Gamma": "5", "Phi": "6", "P": "7"}
-
-
-def _positive(value, what: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InputError(f"{what} must be a positive integer, got {value!r}")
-    value = int(value.__index__())
-    if value < 1:
-        raise InputError(f"{what} must be a positive integer, got {value}")
-    return value
 
 
 def block_cg_dag(iters: int, M: int, N: int, nnz: int, *, setup: bool = True) -> EinsumDAG:
@@ -65,10 +56,10 @@ def block_cg_dag(iters: int, M: int, N: int, nnz: int, *, setup: bool = True) ->
     The convergence test reads diag(Γ_i) only and is not an op.  The graph
     output is ``X{iters}``.
     """
-    iters = _positive(iters, "iters")
-    M = _positive(M, "M")
-    N = _positive(N, "N")
-    nnz = _positive(nnz, "nnz")
+    iters = positive_int(iters, "iters")
+    M = positive_int(M, "M")
+    N = positive_int(N, "N")
+    nnz = positive_int(nnz, "nnz")
     dag = EinsumDAG(f"block_cg(iters={iters}, M={M}, N={N}, nnz={nnz})")
     dag.add_tensor("A", ("m", "k"), (M, M), nnz=nnz, fmt="csr")
     dag.add_tensor("X0", ("m", "n"), (M, N))
@@ -105,7 +96,7 @@ def gcn_layer_dag(M: int, N: int, O: int, nnz: int) -> EinsumDAG:
     >>> [str(op) for op in gcn_layer_dag(100, 16, 4, 500).ops]
     ['Z[m,n] = A[m,k]·X0[k,n]', 'X1[m,o] = Z[m,j]·W[j,o]']
     """
-    M, N, O, nnz = (_positive(v, w) for v, w in ((M, "M"), (N, "N"), (O, "O"), (nnz, "nnz")))
+    M, N, O, nnz = (positive_int(v, w) for v, w in ((M, "M"), (N, "N"), (O, "O"), (nnz, "nnz")))
     dag = EinsumDAG(f"gcn_layer(M={M}, N={N}, O={O}, nnz={nnz})")
     dag.add_tensor("A", ("m", "k"), (M, M), nnz=nnz, fmt="csr")
     dag.add_tensor("X0", ("m", "n"), (M, N))
@@ -175,7 +166,7 @@ def chain_dag(chain: EinsumChain, sizes: dict) -> EinsumDAG:
         raise InputError(f"chain {chain.name!r}: no size for rank {missing[0]!r}")
     dag = EinsumDAG(f"{chain.name}({', '.join(f'{s}={sizes[s]}' for s in chain.symbols)})")
     for t, ranks in chain.input_ranks.items():
-        dag.add_tensor(t, tuple(r.lower() for r in ranks), tuple(_positive(sizes[r], f"rank {r}") for r in ranks))
+        dag.add_tensor(t, tuple(r.lower() for r in ranks), tuple(positive_int(sizes[r], f"rank {r}") for r in ranks))
     for n, (out, spec, ins) in enumerate(chain.ops, start=1):
         dag.add_op(out, spec, list(ins), label=str(n))
     dag.mark_output(chain.output)

@@ -25,7 +25,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from tvm_ext.errors import InputError, ShapeError
+from tvm_ext.errors import InputError, ShapeError, positive_int
 
 __all__ = [
     "EinsumSpec",
@@ -274,15 +274,6 @@ class Edge:
         return (self.src, self.dst)
 
 
-def _check_positive_int(value, what: str) -> int:
-    if isinstance(value, bool) or not hasattr(value, "__index__"):
-        raise InputError(f"{what} must be a positive integer, got {value!r}")
-    value = int(value.__index__())
-    if value < 1:
-        raise InputError(f"{what} must be a positive integer, got {value}")
-    return value
-
-
 @dataclass
 class EinsumDAG:
     """A DAG of tensor operations (GOGETA's tensor dependency graph)."""
@@ -309,7 +300,7 @@ class EinsumDAG:
             raise ShapeError(f"tensor {name!r}: {len(ranks)} rank names for a {len(shape)}-D shape")
         if len(set(ranks)) != len(ranks):
             raise InputError(f"tensor {name!r}: repeated rank name in {ranks}")
-        shape = tuple(_check_positive_int(n, f"tensor {name!r} size of rank {r!r}") for r, n in zip(ranks, shape))
+        shape = tuple(positive_int(n, f"tensor {name!r} size of rank {r!r}") for r, n in zip(ranks, shape))
         if fmt not in SPARSE_FORMATS:
             raise InputError(f"tensor {name!r}: format {fmt!r} is not one of {SPARSE_FORMATS}")
         if fmt == "dense":
@@ -318,7 +309,7 @@ class EinsumDAG:
         else:
             if len(shape) != 2:
                 raise ShapeError(f"tensor {name!r}: {fmt} needs a 2-D tensor, got {len(shape)}-D")
-            nnz = _check_positive_int(nnz, f"tensor {name!r} nnz")
+            nnz = positive_int(nnz, f"tensor {name!r} nnz")
             if nnz > shape[0] * shape[1]:
                 raise InputError(f"tensor {name!r}: nnz={nnz} exceeds {shape[0]}x{shape[1]} entries")
         self.tensors[name] = TensorSpec(name, ranks, shape, nnz, fmt)

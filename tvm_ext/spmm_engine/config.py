@@ -21,9 +21,8 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
-from tvm_ext.errors import ConfigError
+from tvm_ext.errors import ConfigError, positive_int
 from tvm_ext.json_config import JsonConfig
 
 __all__ = [
@@ -44,11 +43,6 @@ POLICIES = ("ooo", "in-order")
 NZ_ORDERS = ("column", "row")
 
 _VALUE_BITS = 32  # fp32 value field of the 64-bit word (§3.2)
-
-
-def _positive_int(what: str, name: str, value: Any) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{what}: {name} must be a positive integer, got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -85,7 +79,7 @@ class EngineConfig(JsonConfig):
         what = "EngineConfig"
         for name in ("pes", "n0", "window", "raw_distance", "scratchpad_depth", "col_bits",
                      "row_bits", "b_partition", "c_parallel", "pes_per_peg"):
-            _positive_int(what, name, getattr(self, name))
+            positive_int(getattr(self, name), f"{what}: {name}", ConfigError)
         if self.col_bits + self.row_bits + _VALUE_BITS != 64:
             raise ConfigError(
                 f"{what}: col_bits ({self.col_bits}) + row_bits ({self.row_bits}) + 32 value bits "
@@ -146,7 +140,7 @@ class Platform(JsonConfig):
                 raise ConfigError(f"{what}: {name} must be a positive number, got {v!r}")
         for name in ("hbm_channels", "channels_q", "channels_b", "channels_a", "channels_c_in",
                      "channels_c_out"):
-            _positive_int(what, name, getattr(self, name))
+            positive_int(getattr(self, name), f"{what}: {name}", ConfigError)
         used = (self.channels_q + self.channels_b + self.channels_a + self.channels_c_in
                 + self.channels_c_out)
         if used > self.hbm_channels:

@@ -46,7 +46,7 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tvm_ext.errors import InputError, MappingError, ScheduleError
+from tvm_ext.errors import InputError, MappingError, ScheduleError, positive_int
 from tvm_ext.tuning.spaces import (DESIGN_SPACE_KEY, UNROLL_STEPS, SpaceTask, _divisor_splits, _module,
                                    _unroll_knob)
 
@@ -123,8 +123,7 @@ def check_conv(n: Any, c_in: Any, c_out: Any, hw: Any, kernel: Any, stride: Any,
     """Validated sizes (InputError naming the bad one, prefixed by ``what``)."""
     sizes = {"N": n, "C_IN": c_in, "C_OUT": c_out, "HW": hw, "K": kernel, "stride": stride}
     for name, v in sizes.items():
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-            raise InputError(f"{what}: {name} must be a positive integer, got {v!r}")
+        positive_int(v, f"{what}: {name}")
     if isinstance(pad, bool) or not isinstance(pad, (int, np.integer)) or int(pad) < 0:
         raise InputError(f"{what}: pad must be a non-negative integer, got {pad!r}")
     if int(kernel) > int(hw) + 2 * int(pad):

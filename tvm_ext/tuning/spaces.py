@@ -46,7 +46,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from tvm_ext.errors import InputError, ScheduleError
+from tvm_ext.errors import InputError, ScheduleError, positive_int
 from tvm_ext.lazy_exports import lazy_getattr
 
 __all__ = [
@@ -271,8 +271,7 @@ def gemm_tasks(M: int, N: int, K: int, dtype: str = "float32") -> list[SpaceTask
     from tensorize.kernels import matmul
 
     for name, v in (("M", M), ("N", N), ("K", K)):
-        if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 1:
-            raise InputError(f"gemm: {name} must be a positive integer, got {v!r}")
+        positive_int(v, f"gemm: {name}")
     kernel = matmul(int(M), int(N), int(K), dtype)
     mod = _module(kernel.prim_func())
     variants = _gemm_variants(M, N, K)
@@ -468,9 +467,7 @@ def _applies(task: SpaceTask) -> bool:
 
 
 def _positive_n(n: Any) -> int:
-    if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
-        raise InputError(f"n (columns of B) must be a positive integer, got {n!r}")
-    return int(n)
+    return positive_int(n, "n (columns of B)")
 
 
 def spmm_default(A: Any, n: int, *, dtype: str = "float32", seed: int = 0) -> SpaceTask:

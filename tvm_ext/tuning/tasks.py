@@ -27,7 +27,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from tvm_ext.errors import InputError, TuningError
+from tvm_ext.errors import InputError, TuningError, positive_int
 
 __all__ = ["Task", "GemmTask", "ConvTask", "SpmmTask", "CGTask", "SextansTask", "AccelTask", "TASK_KINDS",
            "make_task", "matrix_digest"]
@@ -42,12 +42,6 @@ def matrix_digest(A) -> str:
     for a in (csr.indptr, csr.indices, csr.data.astype(np.float64)):
         h.update(np.ascontiguousarray(a).tobytes())
     return h.hexdigest()[:12]
-
-
-def _positive_int(name: str, v: Any, what: str) -> int:
-    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < 1:
-        raise InputError(f"{what}: {name} must be a positive integer, got {v!r}")
-    return int(v)
 
 
 class Task:
@@ -121,7 +115,7 @@ class GemmTask(MSTask):
 
     def __init__(self, M: int, N: int, K: int, dtype: str = "float32"):
         what = "gemm task"
-        self.M, self.N, self.K = (_positive_int(n, v, what) for n, v in (("M", M), ("N", N), ("K", K)))
+        self.M, self.N, self.K = (positive_int(v, f"{what}: {n}") for n, v in (("M", M), ("N", N), ("K", K)))
         if dtype not in ("float32", "float64"):
             raise InputError(f"{what}: dtype must be float32 or float64, got {dtype!r}")
         self.dtype = dtype
@@ -200,7 +194,7 @@ class _MatrixTask(Task):
         self.name = str(matrix) if name is None and isinstance(matrix, str) else (name or "matrix")
         A = resolve_matrix(matrix) if isinstance(matrix, str) else matrix
         self.A = canonical_csr(A, dtype=dtype, what=f"{self.kind} task matrix")
-        self.n = _positive_int("n", n, f"{self.kind} task")
+        self.n = positive_int(n, f"{self.kind} task: n")
         self.dtype = dtype
         self.digest = matrix_digest(self.A)
 
