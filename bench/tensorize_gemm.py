@@ -91,7 +91,6 @@ def metaschedule(func, target, trials: int, builder: str = "inprocess"):
     lean = lean_meta_schedule() if builder == "inprocess" else contextlib.nullcontext()
     with tempfile.TemporaryDirectory(prefix="ms-gemm-") as work, lean:
         t0 = time.perf_counter()
-        import tvm.s_tir.tensor_intrin.x86  # noqa: F401 - the x86 rules' VNNI intrinsics, nothing else
         db = ms.tune_tir(
             mod=mod, target=target, work_dir=work, max_trials_global=trials,
             num_trials_per_iter=min(16, trials),

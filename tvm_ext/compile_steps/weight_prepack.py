@@ -80,15 +80,12 @@ def prepack_weights(mod, target) -> tuple[Any, dict[str, list[str]]]:
     from tvm import relax
 
     marked: dict[str, list[str]] = {}
-    out = mod
-    for gv, func in list(mod.functions.items()):
+    out = tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
+    for gv, func in mod.functions.items():
         if isinstance(func, tvm.tirx.PrimFunc):
-            new, names = mark_weight_packing(func.with_attr("global_symbol", "main"))
+            new, names = mark_weight_packing(func)
             if names:
-                sym = func.attrs.get("global_symbol") if func.attrs is not None else None
-                out = out if out is not mod else tvm.IRModule(dict(mod.functions), attrs=mod.attrs)
-                out[gv] = new.with_attr("global_symbol", sym) if sym is not None else new.without_attr(
-                    "global_symbol")
+                out[gv] = new
                 marked[gv.name_hint] = names
     if not marked:
         return mod, {}
