@@ -11,14 +11,12 @@ import json
 import numpy as np
 import pytest
 import tvm
-from tvm import s_tir, te
-from tvm.s_tir.schedule.analysis import get_auto_tensorize_mapping_info
+from tvm import te
 
 from tensorize import (
     ISA,
     NoMappingError,
     Program,
-    evaluate,
     find_mappings,
     get_isa,
     make_instruction,
@@ -28,6 +26,8 @@ from tensorize import (
     to_isamir,
 )
 from tvm_ext.errors import ConfigError, MappingError
+
+from tensorize_helpers import check_mappings, matmul_args, ph, random_inputs, tvm_auto_mappings
 
 LISTING5 = """forall i,x,d,ki,ko {
 tmp[i][x][d][ki][ko] := A[i][x+d][ki];
@@ -47,38 +47,13 @@ ACCEL = get_isa("accel")
 RNG = np.random.default_rng(3)
 
 
-def ph(shape, name):
-    return te.placeholder(shape, "float32", name=name)
-
-
 def inputs_of(p: Program) -> dict:
-    return {b.name: RNG.standard_normal(b.interface_shape).astype("float32") for b in p.buffers if b.role == "input"}
+    return random_inputs(p, RNG)
 
 
 def assert_sound(mappings, program: Program) -> None:
     """Each mapping, run as instruction calls, equals the reference interpreter."""
-    ins = inputs_of(program)
-    ref = evaluate(program, ins)
-    for m in mappings:
-        got = m.simulate(ins)
-        for name, want in ref.items():
-            np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4, err_msg=m.summary())
-
-
-def tvm_auto_mappings(args, block: str, instruction, tile=None):
-    """TVM's own matcher (get_auto_tensorize_mapping_info) on the same kernel and instruction."""
-    sch = s_tir.Schedule(te.create_prim_func(args))
-    info = get_auto_tensorize_mapping_info(sch, sch.get_sblock(block), instruction.to_prim_func(tile))
-    return None if info is None else list(info.mappings)
-
-
-# ----------------------------------------------------------------------------- matmul family
-
-
-def matmul_args(M=64, N=64, K=64):
-    A, B = ph((M, K), "A"), ph((K, N), "B")
-    k = te.reduce_axis((0, K), "k")
-    return [A, B, te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")]
+    check_mappings(mappings, program, RNG)
 
 
 def test_matmul_maps_once_with_identity_maps():

@@ -6,8 +6,7 @@ import pytest
 import tvm
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from tvm import s_tir, te
-from tvm.s_tir.schedule.analysis import get_auto_tensorize_mapping_info
+from tvm import te
 
 from tensorize import (
     CallCountModel,
@@ -33,38 +32,20 @@ from tensorize import (
 from tvm_ext.errors import ConfigError
 from tvm_ext.kernel_cache import get_or_build
 
+from tensorize_helpers import check_mappings, matmul_args, ph, random_inputs, tvm_auto_mappings
+
 X86 = get_isa("x86")
 ACCEL = get_isa("accel")
 RNG = np.random.default_rng(11)
 
 
-def ph(shape, name):
-    return te.placeholder(shape, "float32", name=name)
-
-
 def inputs_of(p: Program) -> dict:
-    return {b.name: RNG.standard_normal(b.interface_shape).astype("float32") for b in p.buffers if b.role == "input"}
+    return random_inputs(p, RNG)
 
 
 def assert_sound(mappings, program: Program) -> None:
     """Transformed programs keep the kernel's meaning, and each mapping run as instruction calls agrees."""
-    ins = inputs_of(program)
-    ref = evaluate(program, ins)
-    for m in mappings:
-        for got in (evaluate(m.program, ins), m.simulate(ins)):
-            for name, want in ref.items():
-                np.testing.assert_allclose(got[name], want, rtol=1e-4, atol=1e-4, err_msg=m.summary())
-
-
-def tvm_auto_mappings(args, block: str, instruction):
-    sch = s_tir.Schedule(te.create_prim_func(args))
-    return get_auto_tensorize_mapping_info(sch, sch.get_sblock(block), instruction.to_prim_func())
-
-
-def matmul_args(M, N, K):
-    A, B = ph((M, K), "A"), ph((K, N), "B")
-    k = te.reduce_axis((0, K), "k")
-    return [A, B, te.compute((M, N), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")]
+    check_mappings(mappings, program, RNG, transformed=True)
 
 
 # ----------------------------------------------------------------------------- all mappings
