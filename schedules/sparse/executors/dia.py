@@ -22,7 +22,7 @@ from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense
 from schedules.sparse.executors.partition import uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
-                                              emit_vector_rows_write, tier_chains)
+                                              emit_vector_rows_write, tier_chains, vector_row_tile)
 from tvm_ext.errors import InputError
 
 __all__ = ["DIAParams", "DIAKernels", "dia_spmm_primfunc", "dia_spmv_primfunc", "dia_source"]
@@ -49,29 +49,22 @@ def _emit_spmm(code: Code, params: ExecParams, dtype: str) -> None:
 
 def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
     L = params.lanes
-    tiles = f"(M + {L - 1}) // {L}"
-    row = f"vt * {L} + jj"
-    with parallel_items(code, "it", tiles, params.parallel):
-        with code.block('with T.sblock("row_tile"):'):
-            code(f"vt = T.axis.spatial({tiles}, it)")
-            code(f'acc = T.sblock_alloc_buffer(({L},), "{dtype}", scope="local")')
-            with code.block(f"for jj in T.vectorized({L}):"):
-                code(f"acc[jj] = T.{dtype}(0)")
-            with code.block("for d in range(ND):"):
-                inside = (f"vt * {L} + {L} <= M and vt * {L} + offsets[d] >= 0 and "
-                          f"vt * {L} + {L} + offsets[d] <= K")
-                with code.block(f"if {inside}:"):
-                    with code.block(f"for jj in T.vectorized({L}):"):
-                        code(f"acc[jj] = acc[jj] + data[d, {row}] * B[{row} + offsets[d]]")
-                with code.block("else:"):
-                    with code.block(f"for jj in range({L}):"):
-                        guard = f"{row} < M and {row} + offsets[d] >= 0 and {row} + offsets[d] < K"
-                        with code.block(f"if {guard}:"):
-                            code(f"acc[jj] = acc[jj] + data[d, {row}] * B[{row} + offsets[d]]")
-            with code.block(f"if vt * {L} + {L} <= M:"):
-                emit_vector_rows_write(code, dtype, row, f"T.vectorized({L})", None)
+    with vector_row_tile(code, L, dtype, params.parallel) as row:
+        with code.block("for d in range(ND):"):
+            inside = (f"vt * {L} + {L} <= M and vt * {L} + offsets[d] >= 0 and "
+                      f"vt * {L} + {L} + offsets[d] <= K")
+            with code.block(f"if {inside}:"):
+                with code.block(f"for jj in T.vectorized({L}):"):
+                    code(f"acc[jj] = acc[jj] + data[d, {row}] * B[{row} + offsets[d]]")
             with code.block("else:"):
-                emit_vector_rows_write(code, dtype, row, f"range({L})", f"{row} < M")
+                with code.block(f"for jj in range({L}):"):
+                    guard = f"{row} < M and {row} + offsets[d] >= 0 and {row} + offsets[d] < K"
+                    with code.block(f"if {guard}:"):
+                        code(f"acc[jj] = acc[jj] + data[d, {row}] * B[{row} + offsets[d]]")
+        with code.block(f"if vt * {L} + {L} <= M:"):
+            emit_vector_rows_write(code, dtype, row, f"T.vectorized({L})", None)
+        with code.block("else:"):
+            emit_vector_rows_write(code, dtype, row, f"range({L})", f"{row} < M")
 
 
 def dia_source(params: ExecParams, dtype: str, kind: str = "spmm") -> str:

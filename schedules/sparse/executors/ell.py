@@ -24,7 +24,7 @@ from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense
 from schedules.sparse.executors.partition import uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
-                                              emit_vector_rows_write, tier_chains)
+                                              emit_vector_rows_write, tier_chains, vector_row_tile)
 from tvm_ext.errors import InputError
 
 __all__ = ["ELLParams", "ELLKernels", "ell_spmm_primfunc", "ell_spmv_primfunc", "ell_source",
@@ -69,25 +69,18 @@ def emit_ell_rows(code: Code, *, params: ExecParams, dtype: str, layout: str, sp
 def _emit_col_spmv(code: Code, params: ExecParams, dtype: str) -> None:
     """Column-major SpMV: a vector of ``L`` consecutive rows per step."""
     L = params.lanes
-    tiles = f"(M + {L - 1}) // {L}"
-    with parallel_items(code, "it", tiles, params.parallel):
-        with code.block('with T.sblock("row_tile"):'):
-            code(f"vt = T.axis.spatial({tiles}, it)")
-            code(f'acc = T.sblock_alloc_buffer(({L},), "{dtype}", scope="local")')
-            with code.block(f"for jj in T.vectorized({L}):"):
-                code(f"acc[jj] = T.{dtype}(0)")
-            row = f"vt * {L} + jj"
-            with code.block(f"if vt * {L} + {L} <= M:"):
-                with code.block("for w in range(W):"):
-                    with code.block(f"for jj in T.vectorized({L}):"):
+    with vector_row_tile(code, L, dtype, params.parallel) as row:
+        with code.block(f"if vt * {L} + {L} <= M:"):
+            with code.block("for w in range(W):"):
+                with code.block(f"for jj in T.vectorized({L}):"):
+                    code(f"acc[jj] = acc[jj] + data[w, {row}] * B[col[w, {row}]]")
+            emit_vector_rows_write(code, dtype, row, f"T.vectorized({L})", None)
+        with code.block("else:"):
+            with code.block("for w in range(W):"):
+                with code.block(f"for jj in range({L}):"):
+                    with code.block(f"if {row} < M:"):
                         code(f"acc[jj] = acc[jj] + data[w, {row}] * B[col[w, {row}]]")
-                emit_vector_rows_write(code, dtype, row, f"T.vectorized({L})", None)
-            with code.block("else:"):
-                with code.block("for w in range(W):"):
-                    with code.block(f"for jj in range({L}):"):
-                        with code.block(f"if {row} < M:"):
-                            code(f"acc[jj] = acc[jj] + data[w, {row}] * B[col[w, {row}]]")
-                emit_vector_rows_write(code, dtype, row, f"range({L})", f"{row} < M")
+            emit_vector_rows_write(code, dtype, row, f"range({L})", f"{row} < M")
 
 
 def ell_source(params: ExecParams, dtype: str, layout: str = "row", kind: str = "spmm") -> str:

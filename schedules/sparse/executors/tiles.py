@@ -19,10 +19,11 @@ the non-zero loop.
 """
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Callable, Iterator, Sequence
 
-from schedules.sparse.executors.codegen import Code
+from schedules.sparse.executors.codegen import Code, parallel_items
 
 __all__ = ["Tier", "column_tiers", "emit_row_blocks", "emit_vector_rows_write", "emit_scale_blocks", "emit_scale_loops",
            "emit_update_loops", "emit_interleaved", "FmaEmitter", "MIN_CHAINS",
@@ -282,3 +283,17 @@ def emit_vector_rows_write(code, dtype: str, row: str, loop: str, guard: str | N
         with code.block(f"for jj in {loop}:"):
             with code.block(f"if {guard}:" if guard else None):
                 code(f"C_out[{row}] = alpha * acc[jj] + beta * C_in[{row}]")
+
+
+@contextmanager
+def vector_row_tile(code: Code, lanes: int, dtype: str, parallel: bool) -> Iterator[str]:
+    """Open one SpMV tile of ``lanes`` consecutive rows (block ``row_tile``, iter ``vt``) with a
+    zeroed ``acc[jj]``; yields the row expression ``vt * lanes + jj``."""
+    tiles = f"(M + {lanes - 1}) // {lanes}"
+    with parallel_items(code, "it", tiles, parallel):
+        with code.block('with T.sblock("row_tile"):'):
+            code(f"vt = T.axis.spatial({tiles}, it)")
+            code(f'acc = T.sblock_alloc_buffer(({lanes},), "{dtype}", scope="local")')
+            with code.block(f"for jj in T.vectorized({lanes}):"):
+                code(f"acc[jj] = T.{dtype}(0)")
+            yield f"vt * {lanes} + jj"
