@@ -23,6 +23,8 @@ __all__ = [
     "ScheduleError",
     "TuningError",
     "ConvergenceError",
+    "CacheError",
+    "ResultError",
     "positive_int",
 ]
 
@@ -61,6 +63,14 @@ class TuningError(TvmExtError):
 
 class ConvergenceError(TvmExtError):
     """An iterative solver did not converge and the caller asked for strictness."""
+
+
+class CacheError(TvmExtError):
+    """The compiled-kernel cache directory is unsafe to use (foreign owner, writable by others)."""
+
+
+class ResultError(TvmExtError):
+    """A self-check failed: a built kernel's result disagrees with its reference."""
 
 
 def positive_int(value: object, what: str, error: type[TvmExtError] = InputError) -> int:
