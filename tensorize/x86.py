@@ -28,7 +28,6 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
 import threading
 from pathlib import Path
 
@@ -42,7 +41,7 @@ from tensorize.emit import (
     root_block,
     signature,
 )
-from tvm_ext.errors import ConfigError, ScheduleError
+from tvm_ext.errors import CacheError, ConfigError, ScheduleError
 
 __all__ = [
     "attach_to_isa",
@@ -263,30 +262,47 @@ def _compiler() -> str:
 
 
 def build_gemm_library() -> Path:
-    """Compile ``csrc/tvmext_gemm.c`` once (per source hash) and load it RTLD_GLOBAL.
+    """Compile ``csrc/tvmext_gemm.c`` once (per source, flags and host CPU) and load it RTLD_GLOBAL.
 
-    The shared object goes to the kernel cache directory (or a temp dir when the
-    disk cache is off).  Loading it globally lets JIT-compiled TVM modules and
-    cached ``.so`` kernels resolve ``tvmext_sgemm_acc``.
+    The shared object goes to the checked kernel cache directory, or to this
+    process's private ``mkdtemp`` directory when the disk cache is off or cannot
+    be created (:func:`tvm_ext.kernel_cache.binary_dir`).  It is written
+    atomically with a SHA-256 sidecar, and a library already there is loaded
+    only if :func:`tvm_ext.kernel_cache.check_binary` accepts it; otherwise it
+    is rebuilt and replaced.  Loading it globally lets JIT-compiled TVM modules
+    and cached ``.so`` kernels resolve ``tvmext_sgemm_acc``.
+
+    >>> build_gemm_library().name.startswith("libtvmext_gemm_")
+    True
     """
-    from tvm_ext.kernel_cache import cache_dir
+    from tvm_ext.kernel_cache import binary_dir, check_binary, private_dir, store_binary
+    from tvm_ext.target import target_key
 
     src = Path(__file__).with_name("csrc") / "tvmext_gemm.c"
     flags = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared"]
-    digest = hashlib.sha1(src.read_bytes() + " ".join(flags).encode()).hexdigest()[:12]
+    # -march=native: a library built on another CPU (a shared home) must not be reused
+    key = src.read_bytes() + " ".join(flags).encode() + b"\0" + target_key(None).encode()
+    digest = hashlib.sha256(key).hexdigest()[:16]
     with _LIB_LOCK:
         if digest in _LIB:
             return Path(_LIB[digest]._name)
-        root = cache_dir() or Path(tempfile.gettempdir()) / "tvm-ext-kernels"
-        root.mkdir(parents=True, exist_ok=True)
-        out = root / f"libtvmext_gemm_{digest}.so"
-        if not out.exists():
-            tmp = out.with_suffix(f".{os.getpid()}.tmp")
-            cmd = [_compiler(), *flags, str(src), "-o", str(tmp)]
-            res = subprocess.run(cmd, capture_output=True, text=True)
-            if res.returncode != 0:
-                raise ConfigError(f"tensorize 'blas': compiling {src.name} failed: {res.stderr.strip()[:500]}")
-            os.replace(tmp, out)
+        name = f"libtvmext_gemm_{digest}.so"
+        out = binary_dir() / name
+        if check_binary(out) is not None:
+            cmd = [_compiler(), *flags, str(src), "-o"]
+
+            def compile_to(tmp: str) -> None:
+                res = subprocess.run([*cmd, tmp], capture_output=True, text=True)
+                if res.returncode != 0:
+                    raise ConfigError(f"tensorize 'blas': compiling {src.name} failed: {res.stderr.strip()[:500]}")
+
+            try:
+                store_binary(out, compile_to)
+            except OSError:  # a read-only cache directory: build privately
+                out = store_binary(private_dir() / name, compile_to)
+            why = check_binary(out)
+            if why is not None:  # replaced between our write and now: never dlopen it
+                raise CacheError(f"tensorize 'blas': {out} changed after it was built ({why})")
         _LIB[digest] = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
         return out
 
