@@ -4,18 +4,26 @@ Every public call that takes numpy operands into a TVM kernel uses these
 helpers instead of ``tvm.runtime.tensor(arr)`` / ``tensor.numpy()``, which copy:
 
 * :func:`as_tvm_view` views a C-contiguous numpy array as a TVM tensor
-  (``tvm_ffi.from_dlpack``), read-only arrays included;
+  (``tvm_ffi.from_dlpack``), read-only arrays included; an array off the
+  alignment the kernel assumes is copied to an aligned one (or refused);
+* :func:`as_numpy_view` is the way back (``np.from_dlpack``);
 * :func:`empty_aligned` allocates a numpy output whose buffer starts at a
   64-byte boundary, so the kernel writes straight into the array returned;
 * :func:`byte_span` / :func:`overlaps` tell whether two operands (numpy arrays
   or TVM tensors) share memory, for refusing an output that aliases an input.
 
-A view keeps its numpy array alive (the DLPack capsule holds a reference), so
-the array may be dropped while the tensor is in use.
+A view keeps its array alive (the DLPack capsule holds a reference), so the
+array may be dropped while the tensor is in use, and the other way round.
+
+Alignment: TVM declares a PrimFunc's buffers 64-byte aligned unless told
+otherwise, and LLVM may then emit aligned vector moves, which fault on an
+array numpy placed on a 16-byte boundary.  Pass ``alignment=`` the alignment
+the kernel's buffers were declared with (the sparse executors declare one
+element, so they pass ``alignment=0``: no copy, ever).
 
 >>> import numpy as np
 >>> a = np.arange(6, dtype=np.float32).reshape(2, 3)
->>> t = as_tvm_view(a)
+>>> t = as_tvm_view(a, alignment=0)
 >>> t.data_ptr() == a.ctypes.data, tuple(t.shape)
 (True, (2, 3))
 >>> out = empty_aligned((2, 3), "float32")
@@ -30,7 +38,8 @@ import numpy as np
 
 from tvm_ext.errors import InputError
 
-__all__ = ["as_tvm_view", "empty_aligned", "byte_span", "overlaps", "ALIGNMENT"]
+__all__ = ["as_tvm_view", "as_numpy_view", "empty_aligned", "aligned_copy", "is_aligned",
+           "writable_alias", "byte_span", "overlaps", "ALIGNMENT"]
 
 #: Byte alignment of the buffers :func:`empty_aligned` returns (TVM's own default).
 ALIGNMENT = 64
@@ -54,30 +63,62 @@ class _WritableInterface:
         self.__array_interface__ = iface
 
 
-def as_tvm_view(arr: np.ndarray):
+def writable_alias(arr: np.ndarray) -> np.ndarray:
+    """``arr`` itself if writable, else a writable numpy array over the same memory.
+
+    For handing read-only inputs to DLPack consumers that never write them.
+
+    >>> import numpy as np
+    >>> a = np.zeros(3); a.flags.writeable = False
+    >>> b = writable_alias(a); b.flags.writeable, np.shares_memory(a, b)
+    (True, True)
+    """
+    return arr if arr.flags.writeable else np.asarray(_WritableInterface(arr))
+
+
+def is_aligned(arr: np.ndarray, alignment: int = ALIGNMENT) -> bool:
+    """Whether ``arr``'s data starts at an ``alignment``-byte boundary."""
+    return arr.__array_interface__["data"][0] % alignment == 0
+
+
+def as_tvm_view(arr: np.ndarray, *, alignment: int = ALIGNMENT, copy_misaligned: bool = True,
+                name: str = "array"):
     """A TVM tensor on the CPU sharing ``arr``'s memory (no copy).
 
-    ``arr`` must be a C-contiguous, element-aligned numpy array
-    (:class:`~tvm_ext.errors.InputError` otherwise: copy it with
-    ``np.ascontiguousarray`` first).  Read-only arrays are viewed too; the
-    caller must then only read the tensor.  No alignment beyond one element is
-    required, so the kernel the tensor goes to must not assume more (the
-    sparse executors declare their dense buffers that way).
+    * ``arr`` must be a C-contiguous numpy array (:class:`~tvm_ext.errors.InputError`
+      otherwise: copy it with :func:`aligned_copy` first);
+    * read-only arrays are viewed too; the caller must then only read the tensor;
+    * ``alignment``: the bytes the consuming kernel assumes (TVM's default 64;
+      ``0`` = one element).  An array off it is copied to an aligned one, or
+      refused when ``copy_misaligned=False``.  An array not even aligned to
+      its element size is always copied (or refused).
 
     >>> import numpy as np
     >>> a = np.ones(4, np.float64); a.flags.writeable = False
-    >>> as_tvm_view(a).data_ptr() == a.ctypes.data
+    >>> as_tvm_view(a, alignment=0).data_ptr() == a.ctypes.data
     True
     """
     import tvm_ffi
 
+    if not isinstance(arr, np.ndarray):
+        raise InputError(f"{name}: expected a numpy array, got {type(arr).__name__}")
     flags = arr.flags
-    if not (flags.c_contiguous and flags.aligned):
-        raise InputError("as_tvm_view: the array must be C-contiguous and aligned "
-                         f"(shape {arr.shape}, strides {arr.strides}); copy it with np.ascontiguousarray")
-    if not flags.writeable:
+    if not flags.c_contiguous:
+        raise InputError(f"{name}: not C-contiguous (shape {arr.shape}, strides {arr.strides}); "
+                         "copy it with np.ascontiguousarray")
+    if not flags.aligned or (alignment and not is_aligned(arr, alignment)):
+        if not copy_misaligned:
+            raise InputError(f"{name}: not {alignment or arr.dtype.itemsize}-byte aligned; "
+                             "allocate it with tvm_ext.zero_copy.empty_aligned")
+        arr = aligned_copy(arr)
+    elif not flags.writeable:
         arr = np.asarray(_WritableInterface(arr))
     return tvm_ffi.from_dlpack(arr, require_alignment=0)
+
+
+def as_numpy_view(tensor: Any) -> np.ndarray:
+    """A numpy array sharing a CPU TVM tensor's memory (no copy); it keeps the tensor alive."""
+    return np.from_dlpack(tensor)
 
 
 def empty_aligned(shape: int | tuple[int, ...], dtype: Any, align: int = ALIGNMENT) -> np.ndarray:
@@ -90,11 +131,19 @@ def empty_aligned(shape: int | tuple[int, ...], dtype: Any, align: int = ALIGNME
     0
     """
     dt = np.dtype(dtype)
-    shp = (int(shape),) if np.ndim(shape) == 0 else tuple(int(s) for s in shape)
+    shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
     nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
     raw = np.empty(nbytes + align, np.uint8)
-    start = -raw.ctypes.data % align
+    start = -raw.__array_interface__["data"][0] % align
     return raw[start:start + nbytes].view(dt).reshape(shp)
+
+
+def aligned_copy(arr: Any, dtype: Any = None) -> np.ndarray:
+    """A C-contiguous, 64-byte aligned copy of ``arr`` (optionally cast to ``dtype``)."""
+    src = np.asarray(arr)
+    out = empty_aligned(src.shape, dtype if dtype is not None else src.dtype)
+    np.copyto(out, src, casting="unsafe")
+    return out
 
 
 def byte_span(x: Any) -> tuple[int, int]:
