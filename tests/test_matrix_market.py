@@ -1,13 +1,16 @@
 """Matrix Market loading: every symmetry kind, canonical CSR, clear errors."""
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 import numpy as np
 import pytest
 import scipy.io
 import scipy.sparse as sp
 
-from tvm_ext.errors import InputError, MatrixFormatError
-from tvm_ext.workloads import read_matrix_market
+from tvm_ext.errors import InputError, MatrixFormatError, TvmExtError
+from tvm_ext.workloads import matrix_market_header, read_matrix_market
 
 HDR = "%%MatrixMarket matrix coordinate {field} {sym}\n"
 
@@ -93,3 +96,119 @@ def test_missing_file(tmp_path):
 
 def test_errors_are_input_errors(mtx_file):
     assert issubclass(MatrixFormatError, InputError)
+
+
+# --------------------------------------------------------------------------- strictness and resource bounds
+
+
+def test_real_hermitian_is_symmetric(mtx_file):
+    p = mtx_file(HDR.format(field="real", sym="hermitian") + "2 2 2\n1 1 1.0\n2 1 3.0\n")
+    np.testing.assert_array_equal(_dense(p), [[1.0, 3.0], [3.0, 0.0]])
+
+
+def test_complex_hermitian_stays_refused(mtx_file):
+    p = mtx_file(HDR.format(field="complex", sym="hermitian") + "1 1 1\n1 1 1.0 0.0\n")
+    with pytest.raises(MatrixFormatError, match="complex"):
+        read_matrix_market(p)
+
+
+def test_array_formats_match_scipy(mtx_file):
+    for sym, body in [("general", "2 3\n1\n0\n2\n3\n0\n4\n"), ("symmetric", "3 3\n1\n2\n0\n4\n5\n6\n"),
+                      ("skew-symmetric", "3 3\n1\n2\n3\n")]:
+        p = mtx_file(f"%%MatrixMarket matrix array real {sym}\n% a comment\n" + body, name=f"{sym}.mtx")
+        np.testing.assert_array_equal(_dense(p), scipy.io.mmread(str(p)))
+
+
+def test_integer_pattern_and_duplicates_match_scipy(mtx_file):
+    p = mtx_file(HDR.format(field="integer", sym="symmetric") + "3 3 4\n1 1 7\n3 1 -2\n3 1 5\n2 2 1\n")
+    np.testing.assert_array_equal(_dense(p), scipy.io.mmread(str(p)).toarray())
+    p = mtx_file(HDR.format(field="pattern", sym="symmetric") + "3 3 2\n2 1\n3 3\n", name="pat.mtx")
+    np.testing.assert_array_equal(_dense(p), scipy.io.mmread(str(p)).toarray())
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 1.0 5\n", "line 3: extra tokens"),
+        (HDR.format(field="pattern", sym="general") + "2 2 2\n1 1\n2 2 1\n", "line 4: extra tokens"),
+        (HDR.format(field="real", sym="general") + "2 2 2\n1 1 1.0\n2 2\n", "line 4: too few tokens"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 1.0\n2 2 1.0\n", "line 4: more entries"),
+        (HDR.format(field="integer", sym="general") + "2 2 1\n1 1 1.5\n", "line 3: invalid token '1.5'"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 0x10\n", "line 3: invalid token '0x10'"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1.0 1 2\n", "line 3: invalid token '1.0'"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 1_0\n", "line 3: invalid token"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 1-2\n", "line 3: invalid number '1-2'"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 inf\n", "line 3: non-finite"),
+        (HDR.format(field="real", sym="skew-symmetric") + "2 2 1\n1 1 3\n", "zero diagonal"),
+        (HDR.format(field="real", sym="symmetric") + "2 3 1\n1 1 3\n", "must be square"),
+        (HDR.format(field="real", sym="general") + "2 2\n1 1 3\n", "size line"),
+        (HDR.format(field="real", sym="general") + "2 2 1 1\n1 1 3\n", "size line"),
+        ("%%MatrixMarket matrix array pattern general\n1 1\n1\n", "coordinate format"),
+    ],
+    ids=["extra-token", "extra-token-pattern", "too-few-tokens", "too-many-entries", "int-field-float",
+         "hex", "float-index", "underscore", "garbage-number", "inf", "skew-diagonal", "nonsquare-symmetric",
+         "short-size-line", "long-size-line", "array-pattern"],
+)
+def test_malformed_entries_name_file_and_line(mtx_file, text, needle):
+    p = mtx_file(text, name="bad.mtx")
+    with pytest.raises(MatrixFormatError) as info:
+        read_matrix_market(p)
+    assert "bad.mtx" in str(info.value) and needle in str(info.value)
+
+
+@pytest.mark.parametrize(
+    "size_line, fmt, needle",
+    [
+        ("1000000 1000000 1000000000000", "coordinate", "need at least"),
+        ("1000 1000 100000000", "coordinate", "need at least"),
+        ("100000 100000", "array", "need at least"),
+        ("1000000000 1000000000 1", "coordinate", "memory budget"),
+        ("3000000000 1 1", "coordinate", "int32"),
+    ],
+    ids=["nnz-1e12", "nnz-1e8", "array-1e5-squared", "rows-1e9", "rows-int32"],
+)
+def test_declared_sizes_are_checked_before_allocating(mtx_file, size_line, fmt, needle):
+    p = mtx_file(f"%%MatrixMarket matrix {fmt} real general\n{size_line}\n1 1 1\n", name="bomb.mtx")
+    with pytest.raises(MatrixFormatError) as info:
+        read_matrix_market(p)
+    assert "bomb.mtx" in str(info.value) and needle in str(info.value)
+
+
+def test_memory_budget_keyword_and_environment(mtx_file, monkeypatch):
+    p = mtx_file(HDR.format(field="real", sym="general") + "1000 1000 2\n1 1 1.0\n1000 1000 2.0\n")
+    assert read_matrix_market(p).nnz == 2  # default budget: GiBs
+    with pytest.raises(MatrixFormatError, match="memory budget is 1,000 bytes"):
+        read_matrix_market(p, max_bytes=1000)
+    monkeypatch.setenv("TVM_EXT_MAX_MATRIX_BYTES", "1K")
+    with pytest.raises(MatrixFormatError, match="memory budget is 1,024 bytes"):
+        read_matrix_market(p)
+    assert read_matrix_market(p, max_bytes="1M").nnz == 2  # the keyword wins over the environment
+    monkeypatch.setenv("TVM_EXT_MAX_MATRIX_BYTES", "lots")
+    with pytest.raises(TvmExtError, match="TVM_EXT_MAX_MATRIX_BYTES"):
+        read_matrix_market(p)
+
+
+def test_non_regular_files_are_refused_without_blocking(tmp_path):
+    fifo = tmp_path / "pipe.mtx"
+    os.mkfifo(fifo)  # opening it for reading would block until a writer came
+    for path, needle in [(fifo, "FIFO"), (Path("/dev/zero"), "device"), (tmp_path, "directory")]:
+        with pytest.raises(MatrixFormatError) as info:
+            read_matrix_market(path)
+        assert str(path) in str(info.value) and needle in str(info.value)
+    with pytest.raises(MatrixFormatError, match="FIFO"):
+        matrix_market_header(fifo)
+
+
+def test_long_comments_and_crlf_lines_are_read(mtx_file):
+    p = mtx_file(HDR.format(field="real", sym="general") + "%" + "x" * 3_000_000 + "\n2 2 1\r\n2 1 5\r\n")
+    np.testing.assert_array_equal(_dense(p), [[0, 0], [5, 0]])
+
+
+def test_multi_block_file_matches_scipy(tmp_path):
+    A = sp.random_array((3000, 2000), density=0.02, rng=3, format="coo")  # ~120k entries, > 1 MiB of text
+    path = tmp_path / "big.mtx"
+    scipy.io.mmwrite(str(path), A)
+    assert path.stat().st_size > 2 << 20
+    B = read_matrix_market(path)
+    ref = scipy.io.mmread(str(path)).tocsr()
+    assert (B != ref).nnz == 0 and B.nnz == ref.nnz
