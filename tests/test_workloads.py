@@ -12,6 +12,7 @@ from tvm_ext.workloads import (
     check_dense_operand, lap2d, lap3d, list_matrices, load_matrix, make_spd, matrix_stats,
     resolve_matrix, rmat, uniform_random,
 )
+from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, estimate_block_fill
 
 
 def _is_canonical(A) -> bool:
@@ -205,6 +206,39 @@ def test_block_fill_matches_brute_force():
         for c in range(1, 5):
             blocks = len(set(zip(rows // r, cols // c)))
             assert fill[f"{r}x{c}"] == pytest.approx(A.nnz / (blocks * r * c))
+
+
+@pytest.mark.parametrize("name, make", [
+    ("lap2d", lambda: lap2d(300)),
+    ("lap3d27", lambda: lap3d(24, points=27)),
+    ("fem3x3", lambda: block_fem(8000, 3, 3, seed=1)),
+    ("rmat", lambda: rmat(14, edge_factor=16, seed=2)),
+    ("random", lambda: uniform_random(40000, 40000, 2e-4, seed=3)),
+    ("band", lambda: banded(60000, 2, 3, seed=4)),
+])
+def test_sampled_block_fill_is_within_its_bound_of_the_exact_fill(name, make):
+    A = canonical_csr(make())
+    exact = block_fill(A, 8, 8)
+    for seed in (0, 1):
+        est = estimate_block_fill(A, exact_below=0, seed=seed)
+        assert not est.exact and 0 < max(est.fraction.values()) < 1
+        assert set(est.fill) == {f"{r}x{c}" for r in SELECTOR_BLOCK_SIZES for c in SELECTOR_BLOCK_SIZES}
+        for key, value in est.fill.items():
+            assert abs(value - exact[key]) <= est.bound[key], (name, seed, key, value, exact[key])
+            assert 0.0 <= est.bound[key] < 1.0
+
+
+def test_block_fill_estimate_is_exact_below_the_threshold_and_in_matrix_stats():
+    A = lap2d(40)
+    est = estimate_block_fill(A)
+    assert est.exact and set(est.bound.values()) == {0.0}
+    exact = block_fill(A, 8, 8)
+    assert all(est.fill[k] == pytest.approx(exact[k]) for k in est.fill)
+    st = matrix_stats(lap2d(300), block_sizes=(1, 2, 4), sample=True, symmetry=False)
+    assert "pattern_symmetric" not in st and set(st["block_fill"]) == set(st["block_fill_bound"])
+    assert 0 < st["block_fill_sampled"] < 1
+    with pytest.raises(InputError, match="fraction"):
+        estimate_block_fill(A, fraction=0.0)
 
 
 def test_stats_of_empty_and_non_square():

@@ -35,6 +35,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from tvm_ext.workloads import canonical_csr, matrix_stats
+from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 
 __all__ = [
     "Candidate",
@@ -103,13 +104,16 @@ class Selector(Protocol):
     def choose(self, features: dict[str, Any], n_cols: int) -> Choice: ...
 
 
-def sparse_features(A: Any) -> dict[str, Any]:
+def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     """Selector features of a matrix: :func:`matrix_stats` plus row lengths.
 
+    The R x C block fill (R, C in :data:`SELECTOR_BLOCK_SIZES`) is estimated
+    from a sample of block rows on large matrices, with its error bound in
+    ``block_fill_bound`` (:func:`~tvm_ext.workloads.estimate_block_fill`).
     ``_row_lengths`` (an array) rides along for exact SELL/HYB padding counts.
     """
     A = canonical_csr(A, allow_nan=True)
-    feats = matrix_stats(A)
+    feats = matrix_stats(A, block_sizes=SELECTOR_BLOCK_SIZES, sample=True, symmetry=False, seed=seed)
     feats["_row_lengths"] = np.diff(A.indptr).astype(np.int64)
     return feats
 

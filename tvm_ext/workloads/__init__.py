@@ -17,7 +17,13 @@ from tvm_ext.workloads.generators import (
     uniform_random,
 )
 from tvm_ext.workloads.matrix_market import matrix_market_header, read_matrix_market
-from tvm_ext.workloads.stats import block_fill, matrix_stats, row_lengths
+from tvm_ext.workloads.stats import (
+    BlockFillEstimate,
+    block_fill,
+    estimate_block_fill,
+    matrix_stats,
+    row_lengths,
+)
 from tvm_ext.workloads.tables import (
     DEEPBENCH_GEMM,
     DEEPBENCH_GRU,
@@ -38,7 +44,7 @@ __all__ = [
     "bundled_path", "list_matrices", "load_matrix", "resolve_matrix",
     "banded", "block_fem", "lap2d", "lap3d", "make_spd", "rmat", "uniform_random",
     "matrix_market_header", "read_matrix_market",
-    "block_fill", "matrix_stats", "row_lengths",
+    "block_fill", "matrix_stats", "row_lengths", "estimate_block_fill", "BlockFillEstimate",
     "DEEPBENCH_GEMM", "DEEPBENCH_GRU", "GOGETA_TABLE2", "GOGETA_TABLE4",
     "MOBILENET_V1_SEPARABLE", "RESNET50_CONV", "SEXTANS_N_SWEEP",
     "ConvLayer", "GemmShape", "GogetaArch", "GogetaWorkload", "GruShape",

@@ -5,6 +5,11 @@ statistics, bandwidth, occupied diagonals, and the R x C block fill ratio
 ``nnz / (blocks * R * C)`` for R, C in 1..8 (OSKI's fill, inverted: 1.0 means
 every stored block is dense).
 
+On large matrices the block fill is *estimated* from a random sample of block
+rows (:func:`estimate_block_fill`), as OSKI does, with a confidence bound on
+the error reported next to each estimate; below :data:`EXACT_FILL_NNZ`
+non-zeros it is exact.
+
 >>> from tvm_ext.workloads import lap2d
 >>> s = matrix_stats(lap2d(4))
 >>> s["rows"], s["nnz"], s["diagonals"], s["bandwidth"]
@@ -12,13 +17,22 @@ every stored block is dense).
 """
 from __future__ import annotations
 
-from typing import Any
+import math
+from dataclasses import dataclass, field
+from typing import Any, Sequence
 
 import numpy as np
 
+from tvm_ext.errors import InputError
 from tvm_ext.workloads.validation import canonical_csr
 
-__all__ = ["matrix_stats", "block_fill", "row_lengths"]
+__all__ = ["matrix_stats", "block_fill", "row_lengths", "estimate_block_fill", "BlockFillEstimate",
+           "EXACT_FILL_NNZ", "SELECTOR_BLOCK_SIZES"]
+
+#: Below this many non-zeros :func:`estimate_block_fill` counts every block (exact).
+EXACT_FILL_NNZ = 200_000
+#: Block heights/widths the format selectors read (6 x 6 = 36 shapes).
+SELECTOR_BLOCK_SIZES = (1, 2, 3, 4, 6, 8)
 
 
 def row_lengths(A) -> np.ndarray:
@@ -31,8 +45,42 @@ def _coords(A) -> tuple[np.ndarray, np.ndarray]:
     return rows, A.indices.astype(np.int64)
 
 
+def _blocks_per_block_row(br: np.ndarray, cols: np.ndarray, n_block_rows: int, r_sorted: bool,
+                          widths: Sequence[int]) -> dict[int, np.ndarray]:
+    """Distinct ``col // C`` per block row, for every ``C`` in ``widths``.
+
+    ``br`` (block row of each entry, non-decreasing) and ``cols`` come in CSR
+    order.  One stable sort by ``(block row, col)`` serves every ``C``: that
+    order is also ``(block row, col // C)`` order, so each ``C`` is a linear
+    scan.  With one row per block row (``r_sorted``) CSR order already is that
+    order; otherwise the sort merges R sorted runs per block row (near linear).
+    """
+    if not r_sorted:
+        ncols = int(cols.max()) + 1 if cols.size else 1
+        keys = np.sort(br.astype(np.int64) * ncols + cols, kind="stable")
+        keep = np.empty(keys.size, dtype=bool)
+        keep[:1] = True
+        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+        keys = keys[keep]  # distinct (block row, column) pairs
+        br, cols = keys // ncols, keys % ncols
+    br = br.astype(np.int32, copy=False)
+    cols = cols.astype(np.int32, copy=False)
+    new_row = np.empty(br.size, dtype=bool)
+    new_row[:1] = True
+    np.not_equal(br[1:], br[:-1], out=new_row[1:])
+    new = np.empty_like(new_row)
+    out = {}
+    for c in widths:
+        bc = cols // c if c > 1 else cols
+        new[:1] = True
+        np.not_equal(bc[1:], bc[:-1], out=new[1:])
+        new |= new_row
+        out[c] = np.bincount(br[new], minlength=n_block_rows)
+    return out
+
+
 def block_fill(A, max_r: int = 8, max_c: int = 8) -> dict[str, float]:
-    """``{"RxC": nnz / (occupied R x C blocks * R * C)}`` for R, C in 1..max.
+    """Exact ``{"RxC": nnz / (occupied R x C blocks * R * C)}`` for R, C in 1..max.
 
     One sort per R: ordering non-zeros by (row // R, col) also orders them by
     (row // R, col // C) for every C, so each C is a linear scan.  The sort
@@ -40,33 +88,143 @@ def block_fill(A, max_r: int = 8, max_c: int = 8) -> dict[str, float]:
     in near-linear time.
     """
     A = canonical_csr(A, allow_nan=True)
-    rows, cols = _coords(A)
-    out: dict[str, float] = {}
+    return _exact_fill(A, range(1, max_r + 1), range(1, max_c + 1))
+
+
+def _exact_fill(A, heights: Sequence[int], widths: Sequence[int]) -> dict[str, float]:
     if A.nnz == 0:
-        return {f"{r}x{c}": 0.0 for r in range(1, max_r + 1) for c in range(1, max_c + 1)}
-    ncols = max(A.shape[1], 1)
-    for r in range(1, max_r + 1):
-        if r == 1:
-            br_s, col_s = rows, cols  # CSR order is already (row, col)
-        else:
-            # r sorted runs per block row: a stable (run-merging) sort is near linear
-            keys = np.sort((rows // r) * ncols + cols, kind="stable")
-            keep = np.empty(keys.size, dtype=bool)
-            keep[0] = True
-            np.not_equal(keys[1:], keys[:-1], out=keep[1:])
-            keys = keys[keep]  # distinct (block row, column) pairs
-            br_s, col_s = keys // ncols, keys % ncols
-        br_s = br_s.astype(np.int32)
-        col_s = col_s.astype(np.int32)
-        new_row = np.empty(br_s.size, dtype=bool)
-        new_row[0] = True
-        np.not_equal(br_s[1:], br_s[:-1], out=new_row[1:])
-        for c in range(1, max_c + 1):
-            bc = col_s // c if c > 1 else col_s
-            new = new_row.copy()
-            new[1:] |= bc[1:] != bc[:-1]
-            out[f"{r}x{c}"] = A.nnz / (int(np.count_nonzero(new)) * r * c)
+        return {f"{r}x{c}": 0.0 for r in heights for c in widths}
+    rows = np.repeat(np.arange(A.shape[0], dtype=np.int64), row_lengths(A))
+    cols = A.indices.astype(np.int64)
+    out: dict[str, float] = {}
+    for r in heights:
+        n_br = -(-A.shape[0] // r)
+        counts = _blocks_per_block_row(rows // r if r > 1 else rows, cols, n_br, r == 1, widths)
+        for c in widths:
+            out[f"{r}x{c}"] = A.nnz / (int(counts[c].sum()) * r * c)
     return out
+
+
+@dataclass(frozen=True)
+class BlockFillEstimate:
+    """Block fill per ``"RxC"``, with the half-width of its confidence interval.
+
+    ``|fill - true fill| <= bound[shape]`` holds with probability at least
+    ``confidence`` for each shape; ``exact`` estimates (every block row
+    counted) have ``bound == 0``.  ``fraction[shape]`` is the share of block
+    rows that were read.
+    """
+
+    fill: dict[str, float]
+    bound: dict[str, float]
+    fraction: dict[str, float] = field(default_factory=dict)
+    confidence: float = 0.99
+    exact: bool = True
+
+
+def _ragged_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """CSR positions of every entry of ``rows`` (in order) and each entry's index into ``rows``."""
+    starts = indptr[rows].astype(np.int64)
+    lens = indptr[rows + 1].astype(np.int64) - starts
+    total = int(lens.sum())
+    owner = np.repeat(np.arange(rows.size, dtype=np.int64), lens)
+    first = np.cumsum(lens) - lens
+    pos = np.arange(total, dtype=np.int64) - first[owner] + starts[owner]
+    return pos, owner
+
+
+def _mean_deviation(y: np.ndarray, width: float, n_pop: int, delta: float) -> float:
+    """Half-width ``eps`` with ``P(|mean(y) - population mean| > eps) <= delta``.
+
+    ``y`` is a sample drawn without replacement from ``n_pop`` values in
+    ``[0, width]``.  The smaller of Hoeffding-Serfling's bound (Serfling 1974)
+    and the empirical Bernstein bound (Maurer & Pontil 2009), each at
+    ``delta / 2``: the first is tight for spread-out values, the second when
+    the sample varies little.
+    """
+    n = y.size
+    if n >= n_pop or width <= 0:
+        return 0.0
+    log_term = math.log(4.0 / delta)
+    hoeffding = width * math.sqrt((1.0 - (n - 1) / n_pop) * log_term / (2.0 * n))
+    if n < 2:
+        return hoeffding
+    var = float(y.var(ddof=1))
+    bernstein = math.sqrt(2.0 * var * log_term / n) + 7.0 * width * log_term / (3.0 * (n - 1))
+    return min(hoeffding, bernstein)
+
+
+def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, fraction: float = 0.02,
+                        min_block_rows: int = 512, confidence: float = 0.99,
+                        exact_below: int = EXACT_FILL_NNZ, seed: int = 0) -> BlockFillEstimate:
+    """R x C block fill for R, C in ``sizes``, counted on a random ``fraction`` of block rows.
+
+    As OSKI (Vuduc, Demmel & Yelick 2005, §3.1) the blocks are counted on a
+    uniform sample of block rows (at least ``min_block_rows`` per R).  Each
+    block row's count ``b_i`` lies between bounds known from its size alone,
+    ``lo_i = ceil(nnz_i / (R*C))`` and ``hi_i = min(nnz_i, block columns)``; the total ``sum(lo_i) + N * mean(b_i - lo_i)``
+    is estimated from the sample, and a concentration bound on that mean
+    (:func:`_mean_deviation`, range ``max(hi_i - lo_i)``) gives an interval on
+    the block count, hence on the fill: ``bound`` is the widest deviation of
+    the fill over it, valid with probability ``confidence`` per shape.
+    Matrices with fewer than ``exact_below`` non-zeros are counted exactly.
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> est = estimate_block_fill(lap2d(400), exact_below=0, seed=0)
+    >>> est.exact, abs(est.fill["1x2"] - block_fill(lap2d(400), 1, 2)["1x2"]) <= est.bound["1x2"]
+    (False, True)
+    """
+    A = canonical_csr(A, allow_nan=True)
+    if not 0.0 < fraction <= 1.0:
+        raise InputError(f"estimate_block_fill: fraction must be in (0, 1], got {fraction}")
+    if not 0.0 < confidence < 1.0:
+        raise InputError(f"estimate_block_fill: confidence must be in (0, 1), got {confidence}")
+    sizes = tuple(int(s) for s in sizes)
+    if not sizes or min(sizes) < 1:
+        raise InputError(f"estimate_block_fill: block sizes must be positive integers, got {sizes}")
+    keys = [f"{r}x{c}" for r in sizes for c in sizes]
+    if A.nnz < exact_below or A.nnz == 0:
+        fill = _exact_fill(A, sizes, sizes)
+        return BlockFillEstimate(fill, dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 1.0), confidence, True)
+    delta = 1.0 - confidence
+    rng = np.random.default_rng(seed)
+    m, k = A.shape
+    lengths = row_lengths(A)
+    fill: dict[str, float] = {}
+    bound: dict[str, float] = {}
+    frac: dict[str, float] = {}
+    exact = True
+    for r in sizes:
+        n_br = -(-m // r)
+        nz_br = np.add.reduceat(lengths, np.arange(0, m, r)) if r > 1 else lengths  # nnz per block row
+        nz_vals = np.flatnonzero(np.bincount(nz_br))  # distinct block-row sizes and how often they occur
+        nz_counts = np.bincount(nz_br)[nz_vals]
+        n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
+        picked = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
+        rows = (picked[:, None] * r + np.arange(r)[None, :]).ravel()
+        rows = rows[rows < m]
+        pos, owner = _ragged_positions(A.indptr, rows)
+        local_br = (owner // r) if r > 1 else owner  # index into `picked`
+        counts = _blocks_per_block_row(local_br, A.indices[pos], n, r == 1, sizes)
+        nz_picked = nz_br[picked]
+        exact &= n == n_br
+        for c in sizes:
+            key = f"{r}x{c}"
+            frac[key] = n / n_br
+            # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or
+            # block column at most; the population sums come from the histogram of block-row sizes
+            lo_v, hi_v = -(-nz_vals // (r * c)), np.minimum(nz_vals, -(-k // c))
+            total_lo, total_hi = int(nz_counts @ lo_v), int(nz_counts @ hi_v)
+            y = counts[c] - (-(-nz_picked // (r * c)))
+            blocks = min(max(total_lo + n_br * float(y.mean()), total_lo), total_hi)
+            if blocks <= 0:
+                fill[key], bound[key] = 0.0, 0.0
+                continue
+            fill[key] = A.nnz / (blocks * r * c)
+            eps = n_br * _mean_deviation(y, float((hi_v - lo_v).max()), n_br, delta)
+            fewest, most = max(blocks - eps, total_lo, 1e-300), min(blocks + eps, total_hi)
+            bound[key] = max(A.nnz / (fewest * r * c) - fill[key], fill[key] - A.nnz / (most * r * c))
+    return BlockFillEstimate(fill, bound, frac, confidence, exact)
 
 
 def _histogram(lengths: np.ndarray, bins: int = 10) -> dict[str, list]:
@@ -79,14 +237,33 @@ def _histogram(lengths: np.ndarray, bins: int = 10) -> dict[str, list]:
     return {"edges": edges.tolist(), "counts": counts.tolist()}
 
 
-def matrix_stats(A: Any, *, max_block: int = 8, bins: int = 10) -> dict[str, Any]:
-    """Shape, nnz, row-length histogram, bandwidth, diagonals and block fill."""
+def matrix_stats(A: Any, *, max_block: int = 8, bins: int = 10, block_sizes: Sequence[int] | None = None,
+                 sample: bool = False, symmetry: bool = True, seed: int = 0) -> dict[str, Any]:
+    """Shape, nnz, row-length histogram, bandwidth, diagonals and block fill.
+
+    ``block_sizes`` (default ``1..max_block``) are the R and C values of the
+    block fill.  ``sample=True`` estimates the fill with
+    :func:`estimate_block_fill` on matrices of :data:`EXACT_FILL_NNZ` or more
+    non-zeros and adds ``block_fill_bound`` (the estimates' confidence
+    half-widths) and ``block_fill_sampled`` (share of block rows read).
+    ``symmetry=False`` skips the pattern-symmetry test (a transpose).
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> matrix_stats(lap2d(4), block_sizes=(1, 2), sample=True)["block_fill_bound"]["2x2"]
+    0.0
+    """
     A = canonical_csr(A, allow_nan=True)
     m, n = A.shape
     lengths = row_lengths(A)
-    rows, cols = _coords(A)
-    offsets = cols - rows
-    n_diag = int(np.unique(offsets).size) if A.nnz else 0
+    sizes = tuple(block_sizes) if block_sizes is not None else tuple(range(1, max_block + 1))
+    if A.nnz:
+        rows = np.repeat(np.arange(m, dtype=np.int64), lengths)
+        offsets = A.indices - rows  # int64: col - row
+        # occupied diagonals by counting (linear), not by sorting the offsets
+        n_diag = int(np.count_nonzero(np.bincount(offsets + (m - 1), minlength=m + n - 1)))
+        lo_off, hi_off = int(offsets.min()), int(offsets.max())
+    else:
+        n_diag, lo_off, hi_off = 0, 0, 0
     max_len = int(lengths.max()) if m else 0
     stats: dict[str, Any] = {
         "rows": int(m),
@@ -101,16 +278,23 @@ def matrix_stats(A: Any, *, max_block: int = 8, bins: int = 10) -> dict[str, Any
             "empty_rows": int((lengths == 0).sum()),
             "histogram": _histogram(lengths, bins),
         },
-        "bandwidth": int(np.abs(offsets).max()) if A.nnz else 0,
-        "lower_bandwidth": int(max(0, -offsets.min())) if A.nnz else 0,
-        "upper_bandwidth": int(max(0, offsets.max())) if A.nnz else 0,
+        "bandwidth": max(-lo_off, hi_off, 0),
+        "lower_bandwidth": max(0, -lo_off),
+        "upper_bandwidth": max(0, hi_off),
         "diagonals": n_diag,
         # share of DIA / ELL slots that hold a real non-zero (1.0 = no padding)
         "dia_fill": float(A.nnz / (n_diag * m)) if n_diag and m else 0.0,
         "ell_fill": float(A.nnz / (max_len * m)) if max_len and m else 0.0,
-        "pattern_symmetric": bool(m == n and m and _pattern_symmetric(A)),
-        "block_fill": block_fill(A, max_block, max_block),
     }
+    if symmetry:
+        stats["pattern_symmetric"] = bool(m == n and m and _pattern_symmetric(A))
+    if sample:
+        est = estimate_block_fill(A, sizes, seed=seed)
+        stats["block_fill"] = est.fill
+        stats["block_fill_bound"] = est.bound
+        stats["block_fill_sampled"] = min(est.fraction.values(), default=1.0)
+    else:
+        stats["block_fill"] = _exact_fill(A, sizes, sizes)
     return stats
 
 
