@@ -28,7 +28,10 @@ from pathlib import Path
 from typing import Any
 
 from tvm_ext.cli.output import Output
-from tvm_ext.errors import InputError
+from tvm_ext.errors import InputError, ResultError
+
+#: ``--build`` fails when max |error| exceeds this times max(1, max |reference|).
+BUILD_TOLERANCE = 1e-3
 
 
 def register(subparsers, common) -> None:
@@ -43,7 +46,8 @@ def register(subparsers, common) -> None:
                    help="only map these instructions (repeatable)")
     p.add_argument("--limit", type=int, default=12, help="mappings listed in the text output (default 12)")
     p.add_argument("--build", action="store_true",
-                   help="also tensorize with the selected mappings, build, and check against the reference")
+                   help="also tensorize with the selected mappings, build, and check against the reference "
+                        "(exit 2 if the result is outside tolerance)")
     p.add_argument("--impl", default="micro", help="implementation for --build (x86: micro, blas, packed)")
     p.set_defaults(func=run)
 
@@ -179,8 +183,13 @@ def _build(kernel, isa: str, impl: str, mappings) -> dict[str, Any]:
     ins = kernel.random_inputs()
     ref = kernel.reference(*ins) if kernel.reference is not None else _untuned(kernel, ins)
     err = float(np.max(np.abs(t(*ins) - ref)))
+    against = "numpy" if kernel.reference is not None else "the PrimFunc built untuned"
+    tol = BUILD_TOLERANCE * max(1.0, float(np.max(np.abs(ref))))
+    if not err <= tol:  # also NaN
+        raise ResultError(f"map --build: {kernel.name} tensorized with impl={impl} is wrong: max |error| {err:.3g} "
+                          f"vs {against} exceeds the tolerance {tol:.3g}")
     return {"impl": impl, "intrinsics": t.intrinsics, "steps": t.steps(), "max_abs_error": err,
-            "reference": "numpy" if kernel.reference is not None else "the PrimFunc built untuned"}
+            "reference": against}
 
 
 def _untuned(kernel, inputs):
