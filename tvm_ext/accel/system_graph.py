@@ -17,8 +17,12 @@ The graph is the hardware abstraction the scheduler works against:
 
 Graphs load from a plain dict or a JSON file (:func:`load_system`).  Any entry
 may carry ``"foreach": {"c": 8, "r": 4}``: it is repeated for every
-combination, with ``{c}``/``{r}`` substituted in its strings; edge ``src`` /
-``dst`` may be glob patterns (``"c{c}.rf*"``), connecting every matching pair.
+combination, with ``{c}``/``{r}`` substituted in its strings (only plain
+``{name}`` fields: no attributes, indexing, conversions or format specs;
+``{{``/``}}`` are literal braces); edge ``src`` / ``dst`` may be glob patterns
+(``"c{c}.rf*"``), connecting every matching pair.  The expansion is counted
+before it is built: more than ``max_nodes`` entries and edges (default
+100,000, or ``$TVM_EXT_MAX_SYSTEM_NODES``) raise :class:`ConfigError`.
 :meth:`SystemGraph.to_dict` writes the expanded form, which loads back equal.
 
 >>> g = load_system("default")
@@ -31,15 +35,21 @@ True
 """
 from __future__ import annotations
 
+import bisect
 import fnmatch
 import heapq
 import itertools
 import json
+import math
+import os
+import string
+from collections import Counter
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
 from tvm_ext.errors import ConfigError
+from tvm_ext.json_config import check_finite, parse_json, read_json_file
 
 __all__ = [
     "MemoryNode",
@@ -50,11 +60,15 @@ __all__ = [
     "load_system",
     "available_systems",
     "HOME_KINDS",
+    "MAX_SYSTEM_NODES_ENV",
 ]
 
 #: Memory kinds that may hold a tensor's home copy (the data before and after a run).
 HOME_KINDS = ("hbm", "host")
 _CONFIG_DIR = Path(__file__).parent / "configs"
+#: Environment variable overriding the default limit on expanded entries and edges of a config.
+MAX_SYSTEM_NODES_ENV = "TVM_EXT_MAX_SYSTEM_NODES"
+_DEFAULT_MAX_NODES = 100_000
 
 
 @dataclass(frozen=True)
@@ -69,11 +83,14 @@ class MemoryNode:
 
     def __post_init__(self) -> None:
         what = f"memory {self.name!r}"
+        _check_str(self.name, "memory: name")
+        _check_str(self.kind, f"{what}: kind")
         if isinstance(self.capacity, bool) or not isinstance(self.capacity, int) or self.capacity <= 0:
             raise ConfigError(f"{what}: capacity must be a positive number of bytes, got {self.capacity!r}")
         if self.bandwidth is not None and not _positive(self.bandwidth):
             raise ConfigError(f"{what}: port bandwidth must be > 0 bytes/cycle (or null), got {self.bandwidth!r}")
-        if self.max_operands is not None and (not isinstance(self.max_operands, int) or self.max_operands < 1):
+        if self.max_operands is not None and (isinstance(self.max_operands, bool)
+                                              or not isinstance(self.max_operands, int) or self.max_operands < 1):
             raise ConfigError(f"{what}: max_operands must be a positive integer, got {self.max_operands!r}")
 
 
@@ -104,6 +121,7 @@ class CopyEngine:
     channels: int = 1
 
     def __post_init__(self) -> None:
+        _check_str(self.name, "copy engine: name")
         if isinstance(self.channels, bool) or not isinstance(self.channels, int) or self.channels < 1:
             raise ConfigError(f"copy engine {self.name!r}: channels must be a positive integer, got {self.channels!r}")
 
@@ -124,46 +142,140 @@ class MoveEdge:
 
 
 def _positive(x: Any) -> bool:
-    return not isinstance(x, bool) and isinstance(x, (int, float)) and x > 0
+    return not isinstance(x, bool) and isinstance(x, (int, float)) and 0 < x < math.inf
+
+
+def _check_str(value: Any, what: str) -> str:
+    if not isinstance(value, str) or not value:
+        raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
+    return value
+
+
+def max_system_nodes(max_nodes: int | None = None) -> int:
+    """The expansion limit: ``max_nodes``, else ``$TVM_EXT_MAX_SYSTEM_NODES``, else 100,000.
+
+    >>> max_system_nodes(), max_system_nodes(5)
+    (100000, 5)
+    """
+    if max_nodes is None:
+        env = os.environ.get(MAX_SYSTEM_NODES_ENV, "").strip()
+        if not env:
+            return _DEFAULT_MAX_NODES
+        if not env.isdigit() or int(env) < 1:
+            raise ConfigError(f"${MAX_SYSTEM_NODES_ENV}: expected a positive integer, got {env!r}")
+        return int(env)
+    if isinstance(max_nodes, bool) or not isinstance(max_nodes, int) or max_nodes < 1:
+        raise ConfigError(f"max_nodes: expected a positive integer, got {max_nodes!r}")
+    return max_nodes
 
 
 # --------------------------------------------------------------------------- dict expansion
 
 
-def _subst(value: Any, env: Mapping[str, int]) -> Any:
+def _template(text: str, names: Iterable[str], what: str) -> list[tuple[str, str | None]]:
+    """Split a name template into (literal, field) pieces; only plain ``{name}`` fields are allowed."""
+    try:
+        pieces = list(string.Formatter().parse(text))
+    except ValueError as e:
+        raise ConfigError(f"{what}: bad template {text!r} ({e})") from None
+    out = []
+    for literal, name, spec, conversion in pieces:
+        if name is not None:
+            if conversion is not None or spec or not name.isidentifier():
+                shown = "{" + name + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
+                raise ConfigError(f"{what}: template field {shown} in {text!r} is not allowed; "
+                                  "only plain {name} substitution of a foreach variable is")
+            if name not in names:
+                raise ConfigError(f"{what}: template {text!r} uses {{{name}}}, which is not a foreach "
+                                  f"variable (have {sorted(names)})")
+        out.append((literal, name))
+    return out
+
+
+def _subst(value: Any, env: Mapping[str, int], what: str) -> Any:
     if isinstance(value, str):
-        try:
-            return value.format(**env)
-        except (KeyError, IndexError, ValueError) as e:
-            raise ConfigError(f"system config: cannot substitute {value!r} with {dict(env)} ({e})") from None
+        return "".join(lit + ("" if name is None else str(env[name])) for lit, name in _template(value, env, what))
     if isinstance(value, list):
-        return [_subst(v, env) for v in value]
+        return [_subst(v, env, what) for v in value]
     if isinstance(value, dict):
-        return {_subst(k, env): _subst(v, env) for k, v in value.items()}
+        return {_subst(k, env, what): _subst(v, env, what) for k, v in value.items()}
     return value
 
 
-def _expand(entries: Any, what: str) -> list[dict]:
-    """Apply ``foreach`` repetition to a list of entry dicts."""
+def _repeats(e: dict, what: str) -> int:
+    """How many entries ``e`` expands to (checking its ``foreach``)."""
+    loop = e.get("foreach")
+    if loop is None:
+        return 1
+    if (not isinstance(loop, dict) or not loop
+            or not all(isinstance(k, str) and k.isidentifier() for k in loop)
+            or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1 for n in loop.values())):
+        raise ConfigError(f"system config: {what} foreach must map variable names to positive counts, "
+                          f"got {loop!r}")
+    return math.prod(loop.values())
+
+
+def _entries(entries: Any, what: str) -> list[dict]:
     if entries is None:
         return []
     if not isinstance(entries, list):
         raise ConfigError(f"system config: {what} must be a list, got {type(entries).__name__}")
-    out = []
     for e in entries:
         if not isinstance(e, dict):
             raise ConfigError(f"system config: each of {what} must be an object, got {e!r}")
+    return entries
+
+
+def _count_expansion(data: Mapping[str, Any], limit: int) -> None:
+    """Refuse a config whose ``foreach`` expansion exceeds ``limit`` entries, before expanding it."""
+    total = 0
+    for section in ("memories", "copy_engines", "computes", "edges"):
+        for e in _entries(data.get(section), section):
+            total += _repeats(e, section)
+    if total > limit:
+        raise ConfigError(f"system config: foreach expands to {total:,} entries, above the limit of {limit:,} "
+                          f"(raise it with max_nodes= or ${MAX_SYSTEM_NODES_ENV})")
+
+
+def _expand(entries: Any, what: str) -> list[dict]:
+    """Apply ``foreach`` repetition to a list of entry dicts (sizes already checked)."""
+    out = []
+    for e in _entries(entries, what):
+        _repeats(e, what)
         e = dict(e)
         loop = e.pop("foreach", None)
         if loop is None:
             out.append(e)
             continue
-        if not isinstance(loop, dict) or not all(isinstance(n, int) and n >= 1 for n in loop.values()):
-            raise ConfigError(f"system config: {what} foreach must map names to positive counts, got {loop!r}")
         names = list(loop)
-        for combo in itertools.product(*(range(loop[n]) for n in names)):
-            out.append(_subst(e, dict(zip(names, combo))))
+        for combo in itertools.product(*(range(loop[k]) for k in names)):
+            out.append(_subst(e, dict(zip(names, combo)), f"system config: {what}"))
     return out
+
+
+class _NameIndex:
+    """Memory names sorted for glob lookups: a pattern only scans the names sharing its literal prefix."""
+
+    def __init__(self, names: list[str], max_scan: int) -> None:
+        self.names = names
+        self.scanned, self.max_scan = 0, max_scan
+        self.exact = set(names)
+        self.order = sorted(range(len(names)), key=names.__getitem__)
+        self.sorted = [names[i] for i in self.order]
+
+    def match(self, pattern: str) -> list[str]:
+        cut = min((i for i, ch in enumerate(pattern) if ch in "*?["), default=None)
+        if cut is None:
+            return [pattern] if pattern in self.exact else []
+        prefix = pattern[:cut]
+        lo = bisect.bisect_left(self.sorted, prefix)
+        hi = bisect.bisect_left(self.sorted, prefix + "\U0010ffff") if prefix else len(self.sorted)
+        self.scanned += hi - lo
+        if self.scanned > self.max_scan:
+            raise ConfigError(f"system config: edge glob patterns compare more than {self.max_scan:,} memory "
+                              f"names (raise the limit with max_nodes= or ${MAX_SYSTEM_NODES_ENV})")
+        hits = sorted(self.order[k] for k in range(lo, hi) if fnmatch.fnmatchcase(self.sorted[k], pattern))
+        return [self.names[i] for i in hits]
 
 
 def _fields_of(cls, data: dict, what: str) -> dict:
@@ -209,17 +321,36 @@ class SystemGraph:
 
     # -- construction ----------------------------------------------------------
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "SystemGraph":
-        """Build (and validate) a graph from a plain dict; see the module docstring for ``foreach``."""
+    def from_dict(cls, data: Mapping[str, Any], *, max_nodes: int | None = None) -> "SystemGraph":
+        """Build (and validate) a graph from a plain dict; see the module docstring for ``foreach``.
+
+        ``max_nodes`` caps the expanded entries plus edges (default 100,000 or
+        ``$TVM_EXT_MAX_SYSTEM_NODES``); a larger expansion raises :class:`ConfigError`
+        with its count before anything is built.
+        """
         if not isinstance(data, Mapping):
             raise ConfigError(f"system config: expected a JSON object, got {type(data).__name__}")
         data = dict(data)
         known = {"name", "description", "isa", "clock_ghz", "transposing_copies", "memories", "computes",
                  "copy_engines", "edges"}
-        unknown = sorted(set(data) - known)
+        unknown = sorted(set(data) - known, key=str)
         if unknown:
             raise ConfigError(f"system config: unknown field(s) {unknown}; known: {sorted(known)}")
         _need(data, ("name", "memories", "computes", "edges"), "system config")
+        check_finite(data, "system config")
+        name = _check_str(data["name"], "system config: name")
+        isa_name = _check_str(data.get("isa", "accel"), "system config: isa")
+        description = data.get("description", "")
+        if not isinstance(description, str):
+            raise ConfigError(f"system config: description must be a string, got {description!r}")
+        clock = data.get("clock_ghz", 1.0)
+        if not _positive(clock):
+            raise ConfigError(f"system config: clock_ghz must be a positive number, got {clock!r}")
+        transposing = data.get("transposing_copies", True)
+        if not isinstance(transposing, bool):
+            raise ConfigError(f"system config: transposing_copies must be true or false, got {transposing!r}")
+        limit = max_system_nodes(max_nodes)
+        _count_expansion(data, limit)
         memories = []
         for m in _expand(data["memories"], "memories"):
             _need(m, ("name", "kind", "capacity"), f"memory {m.get('name', '?')!r}")
@@ -228,17 +359,16 @@ class SystemGraph:
         for e in _expand(data.get("copy_engines"), "copy_engines"):
             _need(e, ("name",), "copy engine")
             engines.append(CopyEngine(**_fields_of(CopyEngine, e, f"copy engine {e['name']!r}")))
-        computes = [cls._compute(c, data.get("isa", "accel")) for c in _expand(data["computes"], "computes")]
-        mem_names = [m.name for m in memories]
-        edges = []
+        computes = [cls._compute(c, isa_name) for c in _expand(data["computes"], "computes")]
+        index = _NameIndex([m.name for m in memories], max_scan=100 * limit)
+        edges: list[MoveEdge] = []
+        budget = limit - len(memories) - len(engines) - len(computes)
         for e in _expand(data["edges"], "edges"):
-            edges += cls._edges(e, mem_names)
+            edges += cls._edges(e, index, budget - len(edges), limit)
         return cls(
-            name=str(data["name"]), memories=tuple(memories), computes=tuple(computes), edges=tuple(edges),
-            copy_engines=tuple(engines), isa=str(data.get("isa", "accel")),
-            clock_ghz=float(data.get("clock_ghz", 1.0)),
-            transposing_copies=bool(data.get("transposing_copies", True)),
-            description=str(data.get("description", "")),
+            name=name, memories=tuple(memories), computes=tuple(computes), edges=tuple(edges),
+            copy_engines=tuple(engines), isa=isa_name, clock_ghz=float(clock),
+            transposing_copies=transposing, description=description,
         )
 
     @staticmethod
@@ -246,14 +376,21 @@ class SystemGraph:
         from tensorize import get_isa
 
         _need(c, ("name", "kind", "memories", "instructions"), f"compute node {c.get('name', '?')!r}")
+        _check_str(c["name"], "compute node: name")
         what = f"compute node {c['name']!r}"
         _fields_of(ComputeNode, c, what)
+        _check_str(c["kind"], f"{what}: kind")
         isa = get_isa(isa_name)
         spec = c["instructions"]
         if isinstance(spec, list):
+            for n in spec:
+                _check_str(n, f"{what}: each instruction")
             spec = {n: None for n in spec}
         if not isinstance(spec, dict) or not spec:
             raise ConfigError(f"{what}: instructions must be a non-empty list or {{name: cycles}} object")
+        distinct = c.get("distinct_operand_memories", False)
+        if not isinstance(distinct, bool):
+            raise ConfigError(f"{what}: distinct_operand_memories must be true or false, got {distinct!r}")
         chosen: dict[str, float | None] = {}
         for pattern, cycles in spec.items():
             names = [n for n in isa.names if fnmatch.fnmatchcase(n, pattern)]
@@ -268,27 +405,38 @@ class SystemGraph:
         mems = c["memories"]
         if isinstance(mems, str) or not isinstance(mems, list) or not mems:
             raise ConfigError(f"{what}: memories must be a non-empty list of memory names")
-        return ComputeNode(str(c["name"]), str(c["kind"]), tuple(str(m) for m in mems),
-                           tuple(chosen.items()), bool(c.get("distinct_operand_memories", False)))
+        for m in mems:
+            _check_str(m, f"{what}: each of memories")
+        return ComputeNode(c["name"], c["kind"], tuple(mems), tuple(chosen.items()), distinct)
 
     @staticmethod
-    def _edges(e: dict, mem_names: list[str]) -> list[MoveEdge]:
+    def _edges(e: dict, index: _NameIndex, budget: int, limit: int) -> list[MoveEdge]:
         _need(e, ("src", "dst", "bandwidth", "latency", "issuer"), f"edge {e.get('src', '?')}->{e.get('dst', '?')}")
-        extra = sorted(set(e) - {"src", "dst", "bandwidth", "latency", "issuer", "bidirectional"})
+        what = f"edge {e['src']}->{e['dst']}"
+        extra = sorted(set(e) - {"src", "dst", "bandwidth", "latency", "issuer", "bidirectional"}, key=str)
         if extra:
-            raise ConfigError(f"edge {e['src']}->{e['dst']}: unknown field(s) {extra}")
-        srcs = [m for m in mem_names if fnmatch.fnmatchcase(m, str(e["src"]))]
-        dsts = [m for m in mem_names if fnmatch.fnmatchcase(m, str(e["dst"]))]
+            raise ConfigError(f"{what}: unknown field(s) {extra}")
+        for key in ("src", "dst", "issuer"):
+            _check_str(e[key], f"{what}: {key}")
+        both = e.get("bidirectional", False)
+        if not isinstance(both, bool):
+            raise ConfigError(f"{what}: bidirectional must be true or false, got {both!r}")
+        srcs, dsts = index.match(e["src"]), index.match(e["dst"])
         if not srcs or not dsts:
             side, pat = ("src", e["src"]) if not srcs else ("dst", e["dst"])
-            raise ConfigError(f"edge {e['src']}->{e['dst']}: {side} {pat!r} names no memory (have {mem_names})")
+            have = index.names if len(index.names) <= 20 else index.names[:20] + ["..."]
+            raise ConfigError(f"{what}: {side} {pat!r} names no memory (have {have})")
+        pairs = len(srcs) * len(dsts) * (2 if both else 1)
+        if pairs > budget:
+            raise ConfigError(f"{what}: its {pairs:,} edges take the config past its limit of {limit:,} "
+                              f"entries and edges (raise it with max_nodes= or ${MAX_SYSTEM_NODES_ENV})")
         out = []
         for s, d in itertools.product(srcs, dsts):
             if s == d:
                 continue
-            out.append(MoveEdge(s, d, e["bandwidth"], e["latency"], str(e["issuer"])))
-            if e.get("bidirectional", False):
-                out.append(MoveEdge(d, s, e["bandwidth"], e["latency"], str(e["issuer"])))
+            out.append(MoveEdge(s, d, e["bandwidth"], e["latency"], e["issuer"]))
+            if both:
+                out.append(MoveEdge(d, s, e["bandwidth"], e["latency"], e["issuer"]))
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -311,12 +459,9 @@ class SystemGraph:
         return json.dumps(self.to_dict(), indent=indent)
 
     @classmethod
-    def from_json(cls, text: str) -> "SystemGraph":
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"system config: invalid JSON ({e})") from None
-        return cls.from_dict(data)
+    def from_json(cls, text: str, *, max_nodes: int | None = None) -> "SystemGraph":
+        """Parse JSON text (NaN/Infinity refused, naming the key) and build the graph."""
+        return cls.from_dict(parse_json(text, "system config"), max_nodes=max_nodes)
 
     # -- validation ------------------------------------------------------------
     def _validate(self) -> None:
@@ -326,7 +471,7 @@ class SystemGraph:
         if not _positive(self.clock_ghz):
             raise ConfigError(f"system {self.name!r}: clock_ghz must be > 0, got {self.clock_ghz!r}")
         names = [m.name for m in self.memories] + [c.name for c in self.computes] + [e.name for e in self.copy_engines]
-        dup = sorted({n for n in names if names.count(n) > 1})
+        dup = sorted(n for n, k in Counter(names).items() if k > 1)
         if dup:
             raise ConfigError(f"system {self.name!r}: duplicate node name(s) {dup}")
         if not self.memories or not self.computes:
@@ -358,15 +503,31 @@ class SystemGraph:
         if not homes:
             raise ConfigError(f"system {self.name!r}: no memory of kind {HOME_KINDS} to hold tensors")
         used = sorted({m for c in self.computes for m in c.memories})
-        for h in homes:
-            fwd, back = self._reach(h, forward=True), self._reach(h, forward=False)
-            for m in used:
-                if m not in fwd:
-                    raise ConfigError(f"system {self.name!r}: memory {m!r} is unreachable from {h!r} "
-                                      "(no chain of edges copies data there)")
-                if m not in back:
-                    raise ConfigError(f"system {self.name!r}: {h!r} is unreachable from memory {m!r} "
-                                      "(results there could never be written back)")
+        # Every home must reach every used memory and back.  Checking the first home against all of
+        # them, then every other home against the first used memory only, is equivalent (h -> m0 -> h0
+        # -> m and back) and takes four graph searches instead of one pair per home.
+        def unreachable(m: str, h: str, forward: bool) -> ConfigError:
+            if forward:
+                return ConfigError(f"system {self.name!r}: memory {m!r} is unreachable from {h!r} "
+                                   "(no chain of edges copies data there)")
+            return ConfigError(f"system {self.name!r}: {h!r} is unreachable from memory {m!r} "
+                               "(results there could never be written back)")
+
+        if not used:
+            return
+        h0, m0 = homes[0], used[0]
+        fwd, back = self._reach(h0, forward=True), self._reach(h0, forward=False)
+        for m in used:
+            if m not in fwd:
+                raise unreachable(m, h0, True)
+            if m not in back:
+                raise unreachable(m, h0, False)
+        to_m0, from_m0 = self._reach(m0, forward=False), self._reach(m0, forward=True)
+        for h in homes[1:]:
+            if h not in to_m0:
+                raise unreachable(m0, h, True)
+            if h not in from_m0:
+                raise unreachable(m0, h, False)
 
     def _reach(self, start: str, forward: bool) -> set[str]:
         adj: dict[str, list[str]] = {}
@@ -563,8 +724,12 @@ def available_systems() -> list[str]:
 _LOADED: dict[str, SystemGraph] = {}
 
 
-def load_system(spec: "SystemGraph | str | Path | Mapping | None" = None) -> SystemGraph:
+def load_system(spec: "SystemGraph | str | Path | Mapping | None" = None, *,
+                max_nodes: int | None = None) -> SystemGraph:
     """A :class:`SystemGraph` from a bundled name, a JSON path, a dict or a graph (None: ``"default"``).
+
+    Errors in a JSON file name the file and the key; ``max_nodes`` is the
+    ``foreach`` expansion limit of :meth:`SystemGraph.from_dict`.
 
     >>> load_system("mini").name
     'isam-mini'
@@ -574,18 +739,22 @@ def load_system(spec: "SystemGraph | str | Path | Mapping | None" = None) -> Sys
     if spec is None:
         spec = "default"
     if isinstance(spec, Mapping):
-        return SystemGraph.from_dict(spec)
+        return SystemGraph.from_dict(spec, max_nodes=max_nodes)
     if isinstance(spec, (str, Path)):
         key = str(spec)
         if key in _LOADED:
             return _LOADED[key]
         path = Path(spec)
-        if not path.suffix and (_CONFIG_DIR / f"{key}.json").exists():
+        if not path.suffix and key in available_systems():
             path = _CONFIG_DIR / f"{key}.json"
         if not path.exists():
             raise ConfigError(f"system config {key!r}: no such file or bundled config "
                               f"(bundled: {available_systems()})")
-        graph = SystemGraph.from_json(path.read_text())
+        data = read_json_file(path)
+        try:
+            graph = SystemGraph.from_dict(data, max_nodes=max_nodes)
+        except ConfigError as e:
+            raise ConfigError(f"{path}: {e}") from None
         if path.parent == _CONFIG_DIR:  # bundled configs never change; user files are re-read
             _LOADED[key] = graph
         return graph

@@ -136,8 +136,8 @@ class Platform(JsonConfig):
             raise ConfigError("Platform: name must be a non-empty string")
         for name in ("freq_mhz", "channel_gbs", "power_w"):
             v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise ConfigError(f"{what}: {name} must be a positive number, got {v!r}")
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
+                raise ConfigError(f"{what}: {name} must be a positive finite number, got {v!r}")
         for name in ("hbm_channels", "channels_q", "channels_b", "channels_a", "channels_c_in",
                      "channels_c_out"):
             positive_int(getattr(self, name), f"{what}: {name}", ConfigError)
