@@ -68,7 +68,7 @@ __all__ = [
     "FORWARD", "BACKWARD", "SYMMETRIC", "SUPPORTED_DTYPES",
     "sweep_func", "sweep_kernel", "level_segments", "default_min_parallel_rows",
     "SweepExecutor", "TriangularSolver", "GaussSeidel",
-    "check_vector", "aligned_empty", "wrap",
+    "check_vector", "aligned_empty", "wrap", "SYNCS",
 ]
 
 FORWARD, BACKWARD, SYMMETRIC = 0, 1, 2
@@ -359,10 +359,29 @@ def _sweeps(sweeps: Any) -> int:
     return int(sweeps)
 
 
+SYNCS = ("barrier", "p2p")
+
+
+def _check_sync(sync: Any) -> str:
+    if sync not in SYNCS:
+        raise InputError(f"sync must be one of {SYNCS}, got {sync!r}")
+    return str(sync)
+
+
 def _build(A: sp.csr_array, *, lower: bool, parallel: bool, min_parallel_rows: int | None,
-           what: str, target: Any) -> tuple[SweepExecutor, LevelSchedule | None]:
-    """Inspector + executor setup: level schedule (parallel) or natural order (serial)."""
+           what: str, target: Any, sync: str = "barrier") -> tuple[Any, LevelSchedule | None]:
+    """Inspector + executor setup: level schedule (parallel) or natural order (serial).
+
+    ``sync="p2p"`` gives the point-to-point executor (:mod:`schedules.sparse.p2p`)
+    on the same level schedule, partitioned over the TVM thread count.
+    """
     n = A.shape[0]
+    if parallel and sync == "p2p" and n:
+        from schedules.sparse.p2p import P2PExecutor, p2p_schedule
+        from tvm_ext.target import num_threads
+
+        sched = schedule_of_canonical(A, lower)
+        return P2PExecutor(p2p_schedule(sched, num_threads()), what=what, target=target), sched
     if not parallel:
         seg_ptr, seg_par = np.array([0, n], _I32), np.zeros(2, _I32)
         ex = SweepExecutor(A, seg_ptr=seg_ptr, seg_par=seg_par, parallel=False, perm=None,
@@ -395,8 +414,9 @@ class TriangularSolver:
 
     def __init__(self, A: Any, lower: bool = True, parallel: bool = True, *,
                  min_parallel_rows: int | None = None, take_triangle: bool = False,
-                 dtype: Any = None, target: Any = None):
+                 dtype: Any = None, target: Any = None, sync: str = "barrier"):
         what = f"TriangularSolver({'lower' if lower else 'upper'}) matrix"
+        sync = _check_sync(sync)
         A = _canonical(A, dtype, what)
         T = _triangle(A, lower, take_triangle, what)
         self.lower, self.parallel = bool(lower), bool(parallel)
@@ -406,7 +426,7 @@ class TriangularSolver:
         self._mode = BACKWARD if (not lower and not parallel) else FORWARD
         self.executor, self.schedule = _build(T, lower=lower, parallel=parallel,
                                               min_parallel_rows=min_parallel_rows,
-                                              what=what, target=target)
+                                              what=what, target=target, sync=sync)
 
     @property
     def levels(self) -> int:
@@ -453,15 +473,19 @@ class GaussSeidel:
     """
 
     def __init__(self, A: Any, parallel: bool = True, *, min_parallel_rows: int | None = None,
-                 dtype: Any = None, target: Any = None):
+                 dtype: Any = None, target: Any = None, sync: str = "barrier"):
         what = "GaussSeidel matrix"
+        sync = _check_sync(sync)
         A = _canonical(A, dtype, what)
         self.n, self.dtype, self.parallel = A.shape[0], str(A.dtype), bool(parallel)
         self.executor, self.schedule = _build(A, lower=True, parallel=parallel,
                                               min_parallel_rows=min_parallel_rows,
-                                              what=what, target=target)
-        #: the matrix in the executor's row order (``P A P^T`` or ``A``)
-        self.matrix = self.schedule.matrix if self.schedule is not None else A
+                                              what=what, target=target, sync=sync)
+        #: the matrix in the executor's row order (``P A P^T``, its p2p partition, or ``A``)
+        if not isinstance(self.executor, SweepExecutor):   # p2p: its own thread-partitioned order
+            self.matrix = self.executor.schedule.matrix
+        else:
+            self.matrix = self.schedule.matrix if self.schedule is not None else A
 
     @property
     def levels(self) -> int:
