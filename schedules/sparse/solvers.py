@@ -1,26 +1,43 @@
-"""Venkat 2016 ch. 7 (§7.3.3): PCG with a level-scheduled symmetric Gauss-Seidel preconditioner.
+"""Venkat 2016 ch. 7 (§7.3.3): PCG on TVM kernels with level-scheduled SGS or ILU(0) preconditioners.
 
-The SGS preconditioner ``M = (D + L) D^-1 (D + U)`` is applied as one
-symmetric Gauss-Seidel sweep from ``z = 0`` with right-hand side ``r``: the
-forward sweep gives ``y = (D + L)^-1 r``, the backward sweep then gives
-``z = (D + U)^-1 D y = M^-1 r``.  Both sweeps run on the TIR executors of
-:mod:`schedules.sparse.triangular`; the level schedule is computed **once**, in
-the constructor (the inspector), and reused by every iteration and every
-right-hand side.  The whole iteration runs in the level order (``P A P^T``),
-so no vector is permuted inside the loop.
+Every vector operation of the iteration runs on compiled TVM kernels; no
+scipy or numpy touches a vector inside the loop:
+
+* the matrix-vector product is the project's CSR SpMV executor
+  (:func:`schedules.sparse.executors.build_executor`, built once per solver);
+* dot products and the ``x``/``r``/``z`` updates are the parallel TIR kernels
+  of :mod:`schedules.sparse.vector_kernels` (one fused pass for
+  ``x += a p; r -= a q; ||r||^2`` plus the preconditioner's ``z`` set-up);
+* the preconditioner is one of
+
+  - ``"sgs"``: symmetric Gauss-Seidel ``M = (D + L) D^-1 (D + U)``, applied
+    as one forward + one backward wavefront sweep from ``z = 0``
+    (:mod:`schedules.sparse.triangular`);
+  - ``"ilu0"``: ILU(0) (:mod:`schedules.sparse.ilu0`), factored once on the
+    level schedule and applied as a forward (``L``) and a backward (``U``)
+    wavefront triangular solve: the dissertation's PCG benchmark (Park et al.);
+  - ``"jacobi"`` (``z = r / diag(A)``, fused into the update pass) or ``"none"``.
+
+Vectors live in pre-allocated TVM tensors for the whole solve, in the level
+order of the preconditioner's schedule (``P A P^T``), so nothing is permuted
+inside the loop; only scalars (dot products) come back to Python.  The level
+schedule is computed **once**, in the constructor (the inspector), and reused
+by every iteration and every right-hand side.
 
 As in the dissertation's Table 7.2, the inspector's cost is reported in PCG
 iterations: ``inspector_seconds / seconds_per_iteration`` (one iteration = one
-SpMV, one forward + one backward sweep, two dot products and three axpys).
-Kernel compilation is not inspector work (it happens once per dtype and is
-cached on disk) and is excluded.
+SpMV, the preconditioner, two dot products and the fused updates).  Kernel
+compilation is not inspector work (it happens once per dtype and is cached on
+disk) and is excluded.
 
 Failures are reported, not hidden: a non-symmetric matrix, a non-positive
 diagonal, ``p'Ap <= 0`` (not positive definite), a non-positive ``r'z``, NaN,
-or ``maxiter`` without reaching ``tol`` give ``converged=False`` with the
-reason (or :class:`tvm_ext.errors.ConvergenceError` with
-``raise_on_failure=True``).  A reported convergence is re-checked against the
-true residual ``||b - A x|| / ||b||``.
+or ``maxiter`` without reaching ``tol`` give ``converged=False`` and
+``info > 0`` with the reason (or :class:`tvm_ext.errors.ConvergenceError`
+with ``raise_on_failure=True``); :meth:`PCGResult.summary` is JSON-able with
+no NaN (undefined numbers are ``None``).  A reported convergence is
+re-checked against the true residual ``||b - A x|| / ||b||``.  ILU(0) with a
+zero pivot raises :class:`tvm_ext.errors.InputError` naming the row.
 
 >>> import numpy as np
 >>> from tvm_ext.workloads import lap2d
@@ -44,14 +61,21 @@ import numpy as np
 import scipy.sparse as sp
 
 from schedules.sparse.triangular import (
-    SYMMETRIC, GaussSeidel, _check_dtype, aligned_empty, check_vector, sweep_kernel, wrap,
+    SYMMETRIC, GaussSeidel, _check_dtype, check_vector, sweep_kernel,
 )
 from tvm_ext.errors import ConvergenceError, InputError
 from tvm_ext.workloads import canonical_csr
 
 __all__ = ["PCG", "PCGResult", "pcg", "spd_precheck", "PRECONDITIONERS"]
 
-PRECONDITIONERS = ("sgs", "jacobi", "none")
+PRECONDITIONERS = ("sgs", "ilu0", "jacobi", "none")
+
+# how the fused update pass prepares z (see schedules.sparse.vector_kernels)
+_Z_KEEP, _Z_ZERO, _Z_JACOBI = 0, 1, 2
+
+
+def _finite_or_none(v: Any) -> float | None:
+    return float(v) if v is not None and math.isfinite(v) else None
 
 
 @dataclass
@@ -60,7 +84,8 @@ class PCGResult:
 
     ``residuals[k]`` is ``||r_k|| / ||b||`` (recursive residual, ``k = 0`` the
     initial one); ``true_residual`` is ``||b - A x|| / ||b||`` for the returned
-    ``x``.  Times are in seconds.
+    ``x``.  Times are in seconds.  ``info`` follows scipy's ``cg``: 0 when
+    converged, otherwise the number of iterations done (at least 1).
     """
 
     x: np.ndarray
@@ -75,6 +100,12 @@ class PCGResult:
     inspector_seconds: float = 0.0
     solve_seconds: float = 0.0
     inspector_breakdown: dict[str, float] = field(default_factory=dict)
+    dtype: str = "float64"
+
+    @property
+    def info(self) -> int:
+        """0 when converged, else the iterations done (>= 1), as scipy's ``cg``."""
+        return 0 if self.converged else max(int(self.iterations), 1)
 
     @property
     def seconds_per_iteration(self) -> float:
@@ -88,15 +119,17 @@ class PCGResult:
         return self.inspector_seconds / spi if spi and math.isfinite(spi) else float("nan")
 
     def summary(self) -> dict[str, Any]:
-        """JSON-able summary (no solution vector)."""
+        """JSON-able summary (no solution vector); undefined numbers are ``None``, never NaN."""
         return {
-            "converged": self.converged, "iterations": self.iterations, "reason": self.reason,
-            "preconditioner": self.preconditioner, "tol": self.tol,
-            "final_residual": self.residuals[-1] if self.residuals else None,
-            "true_residual": self.true_residual, "levels": self.levels,
+            "converged": self.converged, "info": self.info, "iterations": self.iterations,
+            "reason": self.reason, "preconditioner": self.preconditioner, "tol": self.tol,
+            "dtype": self.dtype,
+            "final_residual": _finite_or_none(self.residuals[-1]) if self.residuals else None,
+            "true_residual": _finite_or_none(self.true_residual), "levels": self.levels,
             "inspector_seconds": self.inspector_seconds,
-            "seconds_per_iteration": self.seconds_per_iteration,
-            "inspector_overhead_iterations": self.inspector_overhead_iterations,
+            "solve_seconds": self.solve_seconds,
+            "seconds_per_iteration": _finite_or_none(self.seconds_per_iteration),
+            "inspector_overhead_iterations": _finite_or_none(self.inspector_overhead_iterations),
         }
 
 
@@ -121,8 +154,8 @@ class PCG:
     """Preconditioned CG on one SPD matrix; inspect once, solve many right-hand sides.
 
     ``preconditioner``: ``"sgs"`` (symmetric Gauss-Seidel on the level-set
-    executor, or the serial TVM executor with ``parallel=False``),
-    ``"jacobi"`` or ``"none"``.
+    executor, or the serial TVM executor with ``parallel=False``), ``"ilu0"``
+    (ILU(0) on the same schedule), ``"jacobi"`` or ``"none"``.
 
     >>> import numpy as np
     >>> from tvm_ext.workloads import lap3d
@@ -131,6 +164,8 @@ class PCG:
     16
     >>> r = solver.solve(np.ones(216))
     >>> r.converged and r.true_residual < 1e-8
+    True
+    >>> PCG(lap3d(6), preconditioner="ilu0").solve(np.ones(216)).iterations < r.iterations + 3
     True
     """
 
@@ -147,12 +182,21 @@ class PCG:
         self.preconditioner = preconditioner
         self.problem = spd_precheck(A) if self.n else None
         self.gs: GaussSeidel | None = None
+        self.ilu = None
         self.inspector_breakdown: dict[str, float] = {}
-        if preconditioner == "sgs" and self.problem is None and self.n:
+        active = self.problem is None and self.n > 0
+        if active and preconditioner == "sgs":
             sweep_kernel(self.dtype, parallel, target)  # compile/load outside the timed inspector
+        if active and preconditioner == "ilu0":
+            from schedules.sparse.ilu0 import _kernel as ilu0_kernel
+
+            ilu0_kernel(self.dtype, parallel, target)
+            sweep_kernel(self.dtype, parallel, target)
         t0 = time.perf_counter()
         self._setup(A, parallel, min_parallel_rows, target)
         self.inspector_seconds = time.perf_counter() - t0
+        if active:
+            self._build_kernels(target)
 
     def _setup(self, A: sp.csr_array, parallel: bool, min_parallel_rows: int | None,
                target: Any) -> None:
@@ -168,13 +212,41 @@ class PCG:
             self.perm = self.gs.executor.perm
             if self.gs.schedule is not None:
                 self.inspector_breakdown = dict(self.gs.schedule.seconds)
+        elif self.preconditioner == "ilu0":
+            from schedules.sparse.ilu0 import ILU0
+
+            self.ilu = ILU0(A, parallel=parallel, min_parallel_rows=min_parallel_rows,
+                            target=target)
+            self.matrix = self.ilu.matrix
+            self.perm = self.ilu.perm
+            self.inspector_breakdown = dict(self.ilu.seconds)
         elif self.preconditioner == "jacobi":
             self._inv_diag = (1.0 / A.diagonal()).astype(self.dtype)
 
+    def _build_kernels(self, target: Any) -> None:
+        """SpMV executor, vector kernels and the solve's TVM tensors (once per solver)."""
+        import tvm
+
+        from schedules.sparse.executors import build_executor
+        from schedules.sparse.formats import CSR
+        from schedules.sparse.vector_kernels import VectorKernels
+
+        self.spmv = build_executor(CSR.from_scipy(self.matrix), kind="spmv", target=target)
+        self.vec = VectorKernels(self.dtype, target)
+        cpu = tvm.cpu(0)
+        self._t = {k: tvm.runtime.empty((self.n,), self.dtype, cpu)
+                   for k in ("x", "b", "r", "p", "q", "z")}
+        self._t["d"] = (tvm.runtime.tensor(self._inv_diag, cpu) if self._inv_diag is not None
+                        else self._t["q"])
+
     @property
     def levels(self) -> int | None:
-        """Level sets of the SGS schedule (``None`` without a level-set preconditioner)."""
-        return self.gs.levels if self.gs is not None else None
+        """Level sets of the preconditioner's schedule (``None`` without one)."""
+        if self.gs is not None:
+            return self.gs.levels
+        if self.ilu is not None:
+            return self.ilu.levels
+        return None
 
     # ------------------------------------------------------------------ solve
     def solve(self, b: Any, *, x0: Any = None, tol: float = 1e-8, maxiter: int | None = None,
@@ -182,7 +254,7 @@ class PCG:
         """Solve ``A x = b`` to ``||b - A x|| <= tol * ||b||``."""
         b = check_vector(b, self.n, self.dtype, "b")
         x0 = np.zeros(self.n, self.dtype) if x0 is None else check_vector(x0, self.n, self.dtype, "x0")
-        if not (isinstance(tol, (int, float)) and tol > 0):
+        if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and tol > 0):
             raise InputError(f"pcg: tol must be a positive number, got {tol!r}")
         maxiter = 10 * self.n if maxiter is None else int(maxiter)
         if maxiter < 0:
@@ -199,21 +271,30 @@ class PCG:
         return PCGResult(x=x, converged=ok, iterations=its, residuals=hist, reason=reason,
                          preconditioner=self.preconditioner, tol=tol, levels=self.levels,
                          inspector_seconds=self.inspector_seconds, solve_seconds=seconds,
-                         inspector_breakdown=dict(self.inspector_breakdown))
+                         inspector_breakdown=dict(self.inspector_breakdown), dtype=self.dtype)
 
     def _iterate(self, b: np.ndarray, x0: np.ndarray, tol: float, maxiter: int) -> PCGResult:
         bnorm = _norm(b)
         if self.problem is not None:
-            return self._result(x0.copy(), False, 0, [], self.problem, tol, 0.0)
+            res = self._result(x0.copy(), False, 0, [], self.problem, tol, 0.0)
+            if bnorm > 0 and self.n:
+                res.true_residual = _norm(b - self.matrix @ x0) / bnorm
+            return res
         if self.n == 0 or bnorm == 0.0:
             res = self._result(np.zeros(self.n, self.dtype), True, 0, [0.0], "converged", tol, 0.0)
             res.true_residual = 0.0
             return res
+        t = self._t
+        t["b"].copyfrom(np.ascontiguousarray(b if self.perm is None else b[self.perm]))
+        t["x"].copyfrom(np.ascontiguousarray(x0 if self.perm is None else x0[self.perm]))
         t0 = time.perf_counter()
-        x_o, hist, its, reason = self._cg_loop(b, x0, bnorm, tol, maxiter)
+        hist, its, reason = self._cg_loop(bnorm, tol, maxiter)
         seconds = time.perf_counter() - t0
+        x_o = t["x"].numpy()
         x = x_o if self.perm is None else _unpermute(x_o, self.perm)
-        true_res = _norm(b - self.original_matvec(x)) / bnorm
+        # true residual b - A x on the same SpMV executor (outside the timed loop)
+        self.spmv(t["x"], t["b"], alpha=-1.0, beta=1.0, out=t["q"])
+        true_res = math.sqrt(max(self.vec.dot(t["q"], t["q"]), 0.0)) / bnorm
         ok = reason == "converged"
         if ok and not true_res <= 10 * tol:
             ok, reason = False, (f"recursive residual reached tol but the true residual "
@@ -223,69 +304,67 @@ class PCG:
         return res
 
     def original_matvec(self, x: np.ndarray) -> np.ndarray:
-        """``A x`` in the original row order."""
+        """``A x`` in the original row order (scipy; for checks outside the solve)."""
         if self.perm is None:
             return self.matrix @ x
         return _unpermute(self.matrix @ x[self.perm], self.perm)
 
-    def _cg_loop(self, b: np.ndarray, x0: np.ndarray, bnorm: float, tol: float,
-                 maxiter: int) -> tuple[np.ndarray, list[float], int, str]:
-        A = self.matrix
-        perm = self.perm
-        x = (x0 if perm is None else x0[perm]).astype(self.dtype, copy=True)
-        r = aligned_empty(self.n, self.dtype)
-        r[:] = (b if perm is None else b[perm]) - A @ x
-        z = aligned_empty(self.n, self.dtype)
+    def _cg_loop(self, bnorm: float, tol: float, maxiter: int) -> tuple[list[float], int, str]:
+        """The PCG iteration on the solver's TVM tensors (``x``, ``b`` already set)."""
+        t, vec, spmv = self._t, self.vec, self.spmv
+        x, r, p, q, d = t["x"], t["r"], t["p"], t["q"], t["d"]
+        z = r if self.preconditioner == "none" else t["z"]
+        zmode = {"sgs": _Z_ZERO, "jacobi": _Z_JACOBI}.get(self.preconditioner, _Z_KEEP)
         apply = self._preconditioner(r, z)
-        rel = _norm(r) / bnorm
+        spmv(x, t["b"], alpha=-1.0, beta=1.0, out=r)            # r = b - A x
+        rr = vec.cg_update(x, r, r, r, z, d, 0.0, zmode)         # ||r||^2 and z set-up
+        rel = math.sqrt(max(rr, 0.0)) / bnorm if math.isfinite(rr) else rr
         hist = [rel]
         if rel <= tol:
-            return x, hist, 0, "converged"
+            return hist, 0, "converged"
         apply()
-        rz = _dot(r, z)
-        p = z.copy()
+        rz = rr if z is r else vec.dot(r, z)
+        p.copyfrom(z)
         for k in range(1, maxiter + 1):
             if not rz > 0 or not math.isfinite(rz):
-                return x, hist, k - 1, _rz_reason(rz, k)
-            q = A @ p
-            pq = _dot(p, q)
+                return hist, k - 1, _rz_reason(rz, k)
+            spmv(p, out=q)
+            pq = vec.dot(p, q)
             if not pq > 0 or not math.isfinite(pq):
-                return x, hist, k - 1, _pq_reason(pq, k)
+                return hist, k - 1, _pq_reason(pq, k)
             alpha = rz / pq
-            x += alpha * p
-            r -= alpha * q
-            rel = _norm(r) / bnorm
+            rr = vec.cg_update(x, r, p, q, z, d, alpha, zmode)
+            rel = math.sqrt(rr) / bnorm if math.isfinite(rr) and rr >= 0 else float("nan")
             hist.append(rel)
             if not math.isfinite(rel):
-                return x, hist, k, f"numerical breakdown (residual {rel}) at iteration {k}"
+                return hist, k, f"numerical breakdown (residual {rr}) at iteration {k}"
             if rel <= tol:
-                return x, hist, k, "converged"
+                return hist, k, "converged"
             apply()
-            rz_new = _dot(r, z)
-            p *= rz_new / rz
-            p += z
+            rz_new = rr if z is r else vec.dot(r, z)
+            vec.xpay(p, z, rz_new / rz)
             rz = rz_new
-        return x, hist, maxiter, (f"no convergence in {maxiter} iterations: relative residual "
-                                  f"{rel:.3e} > tol {tol:.1e}")
+        return hist, maxiter, (f"no convergence in {maxiter} iterations: relative residual "
+                               f"{rel:.3e} > tol {tol:.1e}")
 
-    def _preconditioner(self, r: np.ndarray, z: np.ndarray):
-        """A closure ``apply()`` that writes ``M^-1 r`` into ``z`` (both aligned)."""
+    def _preconditioner(self, r, z):
+        """A closure ``apply()`` that writes ``M^-1 r`` into ``z`` (TVM tensors).
+
+        SGS sweeps from the ``z = 0`` that the update pass left; Jacobi and
+        "none" are done by the update pass itself.
+        """
         if self.gs is not None:
-            r_t, z_t, run = wrap(r), wrap(z), self.gs.executor.run
-
-            def apply_sgs() -> None:
-                z[:] = 0.0
-                run(r_t, z_t, SYMMETRIC, 1)
-            return apply_sgs
-        if self._inv_diag is not None:
-            inv_d = self._inv_diag
-            return lambda: np.multiply(r, inv_d, out=z)
-        return lambda: np.copyto(z, r)
+            run = self.gs.executor.run
+            return lambda: run(r, z, SYMMETRIC, 1)
+        if self.ilu is not None:
+            ilu = self.ilu
+            return lambda: ilu.apply(r, z)
+        return lambda: None
 
 
 def _dot(u: np.ndarray, v: np.ndarray) -> float:
-    """Dot product without BLAS: OpenBLAS worker threads spin after each call
-    and fight TVM's thread pool for the cores (10x slower PCG on 2 cores)."""
+    """Dot product without BLAS (outside the iteration only): OpenBLAS worker
+    threads spin after each call and fight TVM's thread pool for the cores."""
     return float(np.einsum("i,i->", u, v))
 
 
@@ -320,8 +399,8 @@ def pcg(A: Any, b: Any, *, x0: Any = None, tol: float = 1e-8, maxiter: int | Non
     >>> import numpy as np, scipy.sparse as sp
     >>> bad = sp.csr_array(np.array([[1.0, 2.0], [2.0, 1.0]]))   # symmetric, indefinite
     >>> r = pcg(bad, np.array([1.0, 0.0]))
-    >>> r.converged, r.reason.startswith("A is not positive definite")
-    (False, True)
+    >>> r.converged, r.info > 0, r.reason.startswith("A is not positive definite")
+    (False, True, True)
     """
     solver = PCG(A, preconditioner=preconditioner, parallel=parallel,
                  min_parallel_rows=min_parallel_rows, dtype=dtype, target=target)
