@@ -2,18 +2,30 @@
 
 Subcommands live one per module in :mod:`tvm_ext.cli.commands`; each module
 defines ``register(subparsers, common)`` and is discovered automatically.
-Every subcommand takes ``--json`` (print exactly one JSON object on stdout)
-and ``--debug`` (show tracebacks).  Errors print one line and exit non-zero.
+Every subcommand takes ``--json`` (print exactly one JSON object on stdout;
+non-finite numbers are printed as ``null``), ``--debug`` (show tracebacks)
+and ``--allow-large`` (lift the work limits of :mod:`tvm_ext.limits`).
+Errors print one line on stderr.
+
+Exit codes: 0 success; 1 internal error (a bug); 2 bad input (a
+:class:`~tvm_ext.errors.TvmExtError` or an unreadable file); 3 the command ran
+but its result failed (e.g. ``cg`` did not converge; the output says why);
+130 interrupted (Ctrl-C; records already written are kept).
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
+import math
+import os
 import pkgutil
+import signal
 import sys
+import threading
 import traceback
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 from tvm_ext.errors import TvmExtError
 
@@ -21,6 +33,8 @@ __all__ = ["build_parser", "main"]
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 1
+EXIT_RESULT_FAILED = 3
+EXIT_INTERRUPTED = 130
 
 
 def _common_options() -> argparse.ArgumentParser:
@@ -29,6 +43,9 @@ def _common_options() -> argparse.ArgumentParser:
                         help="print exactly one JSON object on stdout")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show full tracebacks on errors")
+    common.add_argument("--allow-large", action="store_true", default=argparse.SUPPRESS,
+                        help="run requests above the work limits (FLOP, bytes, tiles, steps); "
+                        "also TVM_EXT_ALLOW_LARGE=1")
     return common
 
 
@@ -48,9 +65,30 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _finite(obj: Any) -> Any:
+    """``obj`` with every NaN or infinite float replaced by None (JSON has no NaN)."""
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else None
+    if isinstance(obj, dict):
+        return {k: _finite(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_finite(v) for v in obj]
+    return obj
+
+
+def to_json(data: Any) -> str:
+    """``data`` as strict JSON: numpy values as Python ones, NaN/inf as null.
+
+    >>> to_json({"r": float("nan"), "x": [1.5, float("inf")]})
+    '{"r": null, "x": [1.5, null]}'
+    """
+    plain = json.loads(json.dumps(data, default=_json_default))
+    return json.dumps(_finite(plain), allow_nan=False)
+
+
 def _emit(out, as_json: bool) -> None:
     if as_json:
-        sys.stdout.write(json.dumps(out.data, default=_json_default) + "\n")
+        sys.stdout.write(to_json(out.data) + "\n")
     else:
         sys.stdout.write(out.text.rstrip("\n") + "\n")
     sys.stdout.flush()
@@ -66,34 +104,82 @@ def _json_default(obj):
     return str(obj)
 
 
+class _Interrupts:
+    """SIGINT while a command runs: remember it, then raise ``KeyboardInterrupt``.
+
+    The flag, not the exception, decides "interrupted": a ``KeyboardInterrupt``
+    raised inside a callback that TVM's FFI or a worker pool calls reaches the
+    CLI as some other exception (``RuntimeError``, ``TVMError``).  A second
+    Ctrl-C leaves at once (every record written so far is already on disk).
+    """
+
+    def __init__(self) -> None:
+        self.seen = False
+
+    def _handler(self, signum, frame) -> None:
+        if self.seen:
+            os.write(2, b"tvm-ext: error: interrupted\n")
+            os._exit(EXIT_INTERRUPTED)
+        self.seen = True
+        raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def installed(self) -> Iterator["_Interrupts"]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield self
+        finally:
+            signal.signal(signal.SIGINT, previous)
+
+
+def _one_line(text: str) -> str:
+    lines = [ln.strip() for ln in str(text).splitlines() if ln.strip()]
+    return " ".join(lines) if lines else ""
+
+
 def _fail(message: str, code: int, as_json: bool) -> int:
     if as_json:
-        sys.stdout.write(json.dumps({"error": message}) + "\n")
-    sys.stderr.write(f"tvm-ext: error: {message}\n")
+        sys.stdout.write(json.dumps({"error": _one_line(message)}) + "\n")
+    sys.stderr.write(f"tvm-ext: error: {_one_line(message)}\n")
     return code
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code."""
+    """Run the CLI; returns the process exit code (see the module docstring)."""
+    from tvm_ext.limits import allowing_large
+
     parser = build_parser()
     args = parser.parse_args(argv)
     as_json = bool(getattr(args, "json", False))
     debug = bool(getattr(args, "debug", False))
+    interrupts = _Interrupts()
     try:
-        out = args.func(args)
-    except TvmExtError as e:
+        with interrupts.installed(), allowing_large(bool(getattr(args, "allow_large", False))):
+            out = args.func(args)
+    except BaseException as e:  # noqa: BLE001 - every failure becomes one line and an exit code
+        if isinstance(e, SystemExit):
+            raise
         if debug:
             traceback.print_exc()
-        return _fail(str(e), EXIT_USER_ERROR, as_json)
-    except KeyboardInterrupt:
-        return _fail("interrupted", 130, as_json)
-    except Exception as e:  # an internal bug: still one line unless --debug
-        if debug:
-            traceback.print_exc()
+        if interrupts.seen or isinstance(e, KeyboardInterrupt):
+            return _fail("interrupted", EXIT_INTERRUPTED, as_json)
+        if isinstance(e, TvmExtError):
+            return _fail(str(e), EXIT_USER_ERROR, as_json)
+        if isinstance(e, OSError) and e.filename is not None:  # a path the user named cannot be used
+            return _fail(f"{e.filename}: {e.strerror or e}", EXIT_USER_ERROR, as_json)
+        if isinstance(e, MemoryError):
+            return _fail("out of memory (the request is too large for this machine)", EXIT_USER_ERROR, as_json)
+        if not isinstance(e, Exception):
+            raise
         hint = "" if debug else " (run with --debug for a traceback)"
         return _fail(f"internal error: {type(e).__name__}: {e}{hint}", EXIT_INTERNAL_ERROR, as_json)
+    if interrupts.seen:  # interrupted, and something swallowed the exception: the result may be partial
+        return _fail("interrupted", EXIT_INTERRUPTED, as_json)
     _emit(out, as_json)
-    return 0
+    return int(getattr(out, "exit_code", 0))
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -18,7 +18,13 @@ __all__ = ["Output", "table"]
 
 @dataclass
 class Output:
-    """``data`` is printed with ``--json``; ``text`` otherwise."""
+    """``data`` is printed with ``--json``; ``text`` otherwise.
+
+    ``exit_code`` is the process's exit status after printing: 0, or
+    ``tvm_ext.cli.main.EXIT_RESULT_FAILED`` (3) when the command ran but its
+    result failed a check the output reports (a solver that did not converge).
+    """
 
     data: dict[str, Any]
     text: str = ""
+    exit_code: int = 0
