@@ -136,8 +136,9 @@ def _owner_problem(st: os.stat_result, uid: int) -> str | None:
 
 
 def _refuse(path: Path, why: str) -> CacheError:
-    return CacheError(f"kernel cache directory {path}: {why}; refusing to use it (make it yours and "
-                      "chmod 700, point TVM_EXT_CACHE_DIR at a private directory, or set TVM_EXT_CACHE_DIR=off)")
+    return CacheError(f"kernel cache directory {path}: {why}; refusing to use it (only you may write it and the "
+                      "directories above it: chown/chmod 700, point TVM_EXT_CACHE_DIR at a private directory, "
+                      "or set TVM_EXT_CACHE_DIR=off)")
 
 
 def secure_cache_dir(path: str | os.PathLike) -> Path:
