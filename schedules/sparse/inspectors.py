@@ -2,9 +2,11 @@
 
 One public function per format, scipy style (any scipy matrix or 2-D array
 in, a container from :mod:`schedules.sparse.formats` out).  Each starts from
-:func:`tvm_ext.workloads.canonical_csr` and runs its :class:`Recipe` of
-:mod:`schedules.sparse.transforms`, then lays the compacted arrays out as the
-container's docstring specifies:
+:func:`tvm_ext.workloads.canonical_csr` and evaluates the closed form of its
+:class:`Recipe` of :mod:`schedules.sparse.transforms` (vectorised numpy, one
+pass over the non-zeros plus at most one near-linear stable sort), laid out as
+the container's docstring specifies; running the recipe itself gives the same
+arrays:
 
 =========  ==================================================================
 ``csr``    make_dense -> compact_and_pad(k)                  (Listing 5.3)
@@ -31,7 +33,6 @@ bcsr: make_dense() -> tile(i, 2) -> tile(k, 2) -> permute([ii, kk, i, k]) -> com
 """
 from __future__ import annotations
 
-import math
 from typing import Any, Callable
 
 import numpy as np
@@ -39,8 +40,8 @@ import scipy.sparse as sp
 
 from schedules.sparse.formats import BCSR, COO, CSB, CSR, DIA, ELL, HYB, SELL, SparseFormat
 from schedules.sparse.transforms import (
-    PaddedCompaction, Recipe, Step, compact, compact_and_pad, csr_space, known, make_dense, normalize,
-    permute, reorder, select, shift, skew, split, step, tile,
+    Recipe, Step, compact, compact_and_pad, csr_space, known, make_dense, normalize, permute, reorder,
+    select, shift, skew, step, tile,
 )
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
@@ -179,18 +180,57 @@ RECIPES: dict[str, Callable[..., Recipe]] = {
 
 
 # ----------------------------------------------------------------------------- inspectors
+#
+# Each inspector evaluates the closed form its recipe derives (§5.2.2: every
+# level's coordinate is an expression of the CSR position ``j``), as the
+# inspector code CHiLL generates from a script would: one vectorised pass over
+# the non-zeros, plus at most one stable sort where the recipe's compaction
+# reorders entries (BCSR with R > 1 and CSB merge sorted CSR rows, which is
+# near linear).  ``recipe.run(csr)`` through :mod:`.transforms` gives the same
+# arrays; the tests check it.
+
+def _rows(csr: sp.csr_array, dtype=np.int64) -> np.ndarray:
+    """Row ``i`` of every non-zero (CSR order)."""
+    return np.repeat(np.arange(csr.shape[0], dtype=dtype), np.diff(csr.indptr))
+
+
+def _ranks(csr: sp.csr_array, rows: np.ndarray) -> np.ndarray:
+    """Row-relative position ``j - index(i)`` of every non-zero (ELL's normalised ``j``)."""
+    return np.arange(csr.nnz, dtype=np.int64) - csr.indptr[rows].astype(np.int64)
+
+
+def _group(key: np.ndarray, presorted: bool) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
+    """Stable order by ``key``, each entry's group (distinct key) and the distinct keys.
+
+    Returns ``(order or None, group of each entry in input order, sorted distinct keys)``.
+    """
+    order = None if presorted else np.argsort(key, kind="stable")
+    srt = key if order is None else key[order]
+    new = np.empty(srt.size, dtype=bool)
+    new[:1] = True
+    np.not_equal(srt[1:], srt[:-1], out=new[1:])
+    starts = np.flatnonzero(new)
+    gid_sorted = np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(starts, append=srt.size))
+    if order is None:
+        return None, gid_sorted, srt[starts]
+    gid = np.empty_like(gid_sorted)
+    gid[order] = gid_sorted
+    return order, gid, srt[starts]
+
 
 def to_csr(A: Any, *, dtype: Any = None) -> CSR:
     """CSR through make-dense + compact-and-pad (Listing 5.3); equals scipy's CSR.
+
+    On a canonical CSR the recipe is the identity: ``offset_index = indptr``,
+    ``explicit_index[k] = indices``, ``A_prime = data`` (copied, so the format
+    owns its arrays).
 
     >>> import scipy.sparse as sp
     >>> to_csr(sp.csr_array([[0.0, 2.0]])).indices.tolist()
     [1]
     """
     csr = canonical_csr(A, dtype=dtype)
-    res = csr_recipe().run(csr)
-    return CSR(tuple(csr.shape), _index(res.offset_index, "csr: nnz"),
-               _index(res.explicit_index["k"], "csr: column"), res.a_prime["data"])
+    return CSR(tuple(csr.shape), csr.indptr.astype(_INDEX), csr.indices.astype(_INDEX), csr.data.copy())
 
 
 def to_coo(A: Any, *, dtype: Any = None) -> COO:
@@ -202,13 +242,14 @@ def to_coo(A: Any, *, dtype: Any = None) -> COO:
     ([0, 1], [1, 0], [2.0, 3.0])
     """
     csr = canonical_csr(A, dtype=dtype)
-    res = coo_recipe().run(csr)
-    return COO(tuple(csr.shape), _index(res.explicit_index["i"], "coo: row"),
-               _index(res.explicit_index["k"], "coo: col"), csr.data[res.col_inv])
+    return COO(tuple(csr.shape), _rows(csr, _INDEX), csr.indices.astype(_INDEX), csr.data.copy())
 
 
 def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     """BCSR with ``R x C`` zero-filled blocks (any R, C >= 1; ragged edges allowed).
+
+    Fig. 5.7's closed forms: ``ii = i // R``, ``kk = col // C``; blocks are the
+    distinct ``(ii, kk)`` in sorted order, ``A_prime[block, i - R*ii, col - C*kk]``.
 
     >>> import scipy.sparse as sp
     >>> to_bcsr(sp.identity(3, format="csr"), 2, 2).bcol.tolist()
@@ -216,21 +257,40 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     """
     R, C = _param("bcsr", "R", R), _param("bcsr", "C", C)
     csr = canonical_csr(A, dtype=dtype)
-    res = bcsr_recipe(R, C).run(csr)
-    return BCSR(tuple(csr.shape), R, C, _index(res.offset_index, "bcsr: block count"),
-                _index(res.explicit_index["kk"], "bcsr: block column"), res.a_prime["data"])
+    m, k = csr.shape
+    n_br, n_bc = -(-m // R), -(-k // C)
+    rows = _rows(csr, _INDEX)
+    cols = csr.indices
+    ii = rows // R if R > 1 else rows
+    kk = cols // C if C > 1 else cols
+    in_block = (rows - R * ii) * C + (cols - C * kk) if R * C > 1 else np.zeros(1, _INDEX)
+    key = ii.astype(np.int64) * n_bc + kk
+    # one row per block row: CSR order already is (ii, kk) order; else merge R sorted rows
+    _, gid, keys = _group(key, presorted=R == 1)
+    data = np.zeros((keys.size, R, C), dtype=csr.data.dtype)
+    data.reshape(-1)[gid * (R * C) + in_block] = csr.data
+    indptr = np.zeros(n_br + 1, dtype=np.int64)
+    np.cumsum(np.bincount(keys // n_bc, minlength=n_br), out=indptr[1:])
+    return BCSR(tuple(csr.shape), R, C, _index(indptr, "bcsr: block count"),
+                _index(keys % n_bc, "bcsr: block column"), data)
 
 
-def _ell_rows(res: PaddedCompaction, csr: sp.csr_array, width: int) -> tuple[np.ndarray, np.ndarray]:
-    """Row-major ``(M, W)`` col/data from a compact-and-pad at ``i`` (empty rows padded)."""
+def _ell_rows(csr: sp.csr_array, width: int, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Row-major ``(M, W)`` col/data: entry ``j`` of row ``i`` at ``[i, j]``, pads in the row's last column.
+
+    ``keep`` (a mask over the non-zeros) restricts the entries (HYB's ``j < W``).
+    """
     m = csr.shape[0]
     last = _last_cols(csr)
     data = np.zeros((m, width), dtype=csr.data.dtype)
     col = np.repeat(last[:, None], width, axis=1)
-    rows = res.explicit_index["i"]
-    data[rows] = res.a_prime["data"]
-    block = res.a_prime["col"]
-    col[rows] = np.where(block < 0, last[rows][:, None], block)
+    rows = _rows(csr)
+    rank = _ranks(csr, rows)
+    idx, vals, cols = rows * width + rank, csr.data, csr.indices
+    if keep is not None:
+        idx, vals, cols = idx[keep], vals[keep], cols[keep]
+    data.reshape(-1)[idx] = vals
+    col.reshape(-1)[idx] = cols
     return col, data
 
 
@@ -258,7 +318,7 @@ def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any 
         r = int(np.argmax(lens))
         raise InputError(f"ell: row {r} has {longest} non-zeros, more than width {width}; "
                          "use to_hyb for an ELL+COO split")
-    col, data = _ell_rows(ell_recipe(width).run(csr), csr, width)
+    col, data = _ell_rows(csr, width)
     if layout == "col":
         col, data = np.ascontiguousarray(col.T), np.ascontiguousarray(data.T)
     return ELL(tuple(csr.shape), width, layout, col, data)
@@ -267,6 +327,7 @@ def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any 
 def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, dtype: Any = None) -> DIA:
     """DIA: one ``M``-slot row per occupied diagonal, offsets sorted.
 
+    Fig. 5.8's closed form: diagonal ``d = col - i + (M-1)``, ``A_prime[rank(d), i]``.
     Refuses (:class:`InputError`) when more than ``max_diagonals`` diagonals are
     occupied or the ``ND * M`` slots exceed ``max_fill`` times the non-zeros.
 
@@ -277,8 +338,9 @@ def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, 
     """
     csr = canonical_csr(A, dtype=dtype)
     m, k = csr.shape
-    rows = np.repeat(np.arange(m, dtype=np.int64), _row_lengths(csr))
-    occupied = np.bincount(csr.indices - rows + (m - 1), minlength=m + k - 1) if csr.nnz else np.zeros(0)
+    rows = _rows(csr)
+    d = csr.indices - rows + (m - 1)
+    occupied = np.bincount(d, minlength=m + k - 1) > 0 if csr.nnz else np.zeros(0, dtype=bool)
     nd = int(np.count_nonzero(occupied))
     if max_diagonals is not None and nd > _param("dia", "max_diagonals", max_diagonals, lo=0):
         raise InputError(f"dia: the matrix occupies {nd} diagonals, more than max_diagonals={max_diagonals}")
@@ -286,9 +348,12 @@ def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, 
     if slots > max_fill * max(csr.nnz, 1):
         raise InputError(f"dia: {nd} diagonals x {m} rows = {slots} slots for {csr.nnz} non-zeros "
                          f"(fill {slots / max(csr.nnz, 1):.1f} > max_fill={max_fill})")
-    res = dia_recipe(m).run(csr)
-    offsets = res.explicit_index["d"] - (m - 1)
-    return DIA(tuple(csr.shape), offsets.astype(_INDEX), res.a_prime["data"])
+    rank = np.cumsum(occupied, dtype=np.int64) - 1
+    data = np.zeros((nd, m), dtype=csr.data.dtype)
+    if csr.nnz:
+        data.reshape(-1)[rank[d] * m + rows] = csr.data
+    offsets = np.flatnonzero(occupied) - (m - 1)
+    return DIA(tuple(csr.shape), offsets.astype(_INDEX), data)
 
 
 def _check_symmetric(csr: sp.csr_array) -> None:
@@ -303,6 +368,9 @@ def _check_symmetric(csr: sp.csr_array) -> None:
 def to_csb(A: Any, beta: int = 4096, symmetric_half: bool = False, *, dtype: Any = None) -> CSB:
     """CSB: ``beta x beta`` blocks of COO entries with 16-bit in-block offsets.
 
+    §6.1's closed form: block ``(i // beta, col // beta)``, offsets
+    ``(i - beta*ii, col - beta*ll)``; entries grouped by block (row-major over
+    the block grid), CSR order inside a block.
     ``beta <= 65536`` is required so the offsets fit ``uint16``.
     ``symmetric_half=True`` needs a square symmetric matrix and stores the lower
     triangle with the diagonal (A@B and A.T@B then share it, as in LOBPCG).
@@ -317,17 +385,25 @@ def to_csb(A: Any, beta: int = 4096, symmetric_half: bool = False, *, dtype: Any
     if symmetric_half:
         _check_symmetric(csr)
     m, k = csr.shape
-    n_blocks = (-(-m // beta)) * (-(-k // beta))
+    n_br, n_bc = -(-m // beta), -(-k // beta)
+    n_blocks = n_br * n_bc
     if n_blocks > max(8 * csr.nnz, 1 << 16):
         raise ConfigError(f"csb: beta={beta} gives {n_blocks} blocks for {csr.nnz} non-zeros; "
                           "blk_ptr would dwarf the matrix, use a larger beta")
-    res = csb_recipe(beta, symmetric_half).run(csr)
-    for lv in ("i", "l"):  # the 16-bit safety check reads the levels' dense bounds
-        if res.space.bounds[lv][1] - 1 > _UINT16_MAX:
-            raise ConfigError(f"csb: in-block offset {lv} reaches {res.space.bounds[lv][1] - 1} > 65535")
-    return CSB(tuple(csr.shape), beta, _index(res.offset_index, "csb: nnz"),
-               res.explicit_index["i"].astype(np.uint16), res.explicit_index["l"].astype(np.uint16),
-               res.a_prime["data"], symmetric_half=bool(symmetric_half))
+    rows = _rows(csr)
+    cols = csr.indices.astype(np.int64)
+    vals = csr.data
+    if symmetric_half:
+        low = rows >= cols
+        rows, cols, vals = rows[low], cols[low], vals[low]
+    key = (rows // beta) * n_bc + cols // beta
+    order = np.argsort(key, kind="stable") if n_bc > 1 else None  # one block column: CSR order
+    if order is not None:
+        rows, cols, vals, key = rows[order], cols[order], vals[order], key[order]
+    ptr = np.zeros(n_blocks + 1, dtype=np.int64)
+    np.cumsum(np.bincount(key, minlength=n_blocks), out=ptr[1:])
+    return CSB(tuple(csr.shape), beta, _index(ptr, "csb: nnz"), (rows % beta).astype(np.uint16),
+               (cols % beta).astype(np.uint16), np.array(vals, copy=True), symmetric_half=bool(symmetric_half))
 
 
 def choose_hyb_width(A: Any, *, ell_slot_bytes: int | None = None, coo_entry_bytes: int | None = None,
@@ -368,7 +444,8 @@ def _hyb_width(lens: np.ndarray, item: int, ell_slot_bytes: int | None, coo_entr
 def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None) -> HYB:
     """HYB: the first ``W`` entries of each row in column-major ELL, the rest in COO.
 
-    ``width=None`` picks ``W`` with :func:`choose_hyb_width`.
+    The split ``j < W`` on the row-relative position (§9.6); ``width=None``
+    picks ``W`` with :func:`choose_hyb_width`.
 
     >>> import scipy.sparse as sp
     >>> h = to_hyb(sp.csr_array([[1.0, 2.0, 3.0], [4.0, 0.0, 0.0]]), width=1)
@@ -378,14 +455,12 @@ def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None) -> HYB:
     csr = canonical_csr(A, dtype=dtype)
     width = (_hyb_width(_row_lengths(csr), csr.data.dtype.itemsize, None, None, 1, None)
              if width is None else _param("hyb", "width", width))
-    space = normalize(csr_space(csr), "j")
-    in_ell, rest = split(space, space.coords["j"] < width, label=f"j < {width}")
-    padded = compact_and_pad(known(in_ell, "j", hi=width), "i", identity=_PAD, arrays=("data", "col"))
-    col, data = _ell_rows(padded, csr, width)
+    rows = _rows(csr)
+    in_ell = _ranks(csr, rows) < width
+    col, data = _ell_rows(csr, width, in_ell)
     ell = ELL(tuple(csr.shape), width, "col", np.ascontiguousarray(col.T), np.ascontiguousarray(data.T))
-    coal = compact(rest, ("i", "j"))
-    coo = COO(tuple(csr.shape), _index(coal.explicit_index["i"], "hyb: row"),
-              csr.indices[coal.col_inv], csr.data[coal.col_inv])
+    rest = ~in_ell
+    coo = COO(tuple(csr.shape), _index(rows[rest], "hyb: row"), csr.indices[rest], csr.data[rest])
     return HYB(tuple(csr.shape), ell, coo)
 
 
@@ -399,6 +474,11 @@ def _sell_order(lens: np.ndarray, sigma: int) -> np.ndarray:
 def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) -> SELL:
     """SELL-C-sigma: rows sorted by length in windows of ``sigma`` (default ``32*C``), slices of ``C``.
 
+    Closed form of :func:`sell_recipe`: new row ``n = perm_inv[i]``, slice
+    ``s = n // C``, lane ``r = n - C*s``, entry ``j - index(i)`` of the row at
+    ``slice_ptr[s] + (j - index(i)) * C + r`` (column-major inside a slice of
+    width = its longest row).
+
     >>> import scipy.sparse as sp
     >>> s = to_sell(sp.csr_array([[1.0, 0.0], [2.0, 3.0]]), C=2, sigma=2)
     >>> s.perm.tolist(), s.slice_width.tolist(), s.col.tolist(), s.data.tolist()
@@ -408,24 +488,28 @@ def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) 
     sigma = 32 * C if sigma is None else _param("sell", "sigma", sigma)
     csr = canonical_csr(A, dtype=dtype)
     m = csr.shape[0]
-    perm = _sell_order(_row_lengths(csr), sigma)
-    new_of_old = np.empty(m, dtype=np.int64)
-    new_of_old[perm] = np.arange(m, dtype=np.int64)
-    res = sell_recipe(C, new_of_old).run(csr)
+    lens = _row_lengths(csr)
+    perm = _sell_order(lens, sigma)
     n_slices = -(-m // C)
-    width = np.zeros(n_slices, dtype=np.int64)
-    width[res.explicit_index["s"]] = res.segment_extent
+    perm_full = np.full(n_slices * C, m, dtype=np.int64)
+    perm_full[:m] = perm
+    width = np.append(lens, 0)[perm_full].reshape(n_slices, C).max(axis=1) if m else np.zeros(0, np.int64)
     ptr = np.zeros(n_slices + 1, dtype=np.int64)
     np.cumsum(width * C, out=ptr[1:])
-    perm_full = np.full(n_slices * C, m, dtype=_INDEX)
-    perm_full[:m] = perm
-    col, data = res.a_prime["col"], res.a_prime["data"]
-    pad = np.flatnonzero(col < 0)
-    if pad.size:  # pad column = the row's last real column (0 for empty and scratch rows)
-        s = np.searchsorted(ptr, pad, side="right") - 1
-        old = perm_full[s * C + (pad - ptr[s]) % C]
-        col[pad] = np.append(_last_cols(csr), 0)[old]
-    return SELL(tuple(csr.shape), C, sigma, perm_full, _index(ptr, "sell: padded size"),
+    total = int(ptr[-1])
+    # every slot starts as a pad: value 0, column = its row's last real column (0 for empty/scratch rows)
+    slot_slice = np.repeat(np.arange(n_slices, dtype=np.int64), width * C)
+    lane = (np.arange(total, dtype=np.int64) - ptr[slot_slice]) % C
+    col = np.append(_last_cols(csr), 0)[perm_full[slot_slice * C + lane]]
+    data = np.zeros(total, dtype=csr.data.dtype)
+    new_of_old = np.empty(m, dtype=np.int64)
+    new_of_old[perm] = np.arange(m, dtype=np.int64)
+    rows = _rows(csr)
+    new = new_of_old[rows]
+    at = ptr[new // C] + _ranks(csr, rows) * C + new % C
+    data[at] = csr.data
+    col[at] = csr.indices
+    return SELL(tuple(csr.shape), C, sigma, perm_full.astype(_INDEX), _index(ptr, "sell: padded size"),
                 width.astype(_INDEX), col.astype(_INDEX, copy=False), data)
 
 

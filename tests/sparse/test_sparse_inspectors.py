@@ -9,8 +9,8 @@ from hypothesis import strategies as st
 
 from schedules.sparse.formats import FORMATS
 from schedules.sparse.inspectors import (
-    INSPECTORS, RECIPES, choose_hyb_width, to_bcsr, to_coo, to_csb, to_csr, to_dia, to_ell, to_hyb,
-    to_sell,
+    INSPECTORS, RECIPES, _sell_order, bcsr_recipe, choose_hyb_width, coo_recipe, csb_recipe, csr_recipe,
+    dia_recipe, ell_recipe, sell_recipe, to_bcsr, to_coo, to_csb, to_csr, to_dia, to_ell, to_hyb, to_sell,
 )
 from tvm_ext.errors import ConfigError, InputError, ShapeError
 from tvm_ext.workloads import block_fem, canonical_csr, lap2d, lap3d, load_matrix, make_spd
@@ -93,6 +93,44 @@ def test_registry_covers_every_format():
         assert isinstance(F, FORMATS[name]) and F.name == name
         assert_same(A, F)
     assert set(RECIPES) <= set(FORMATS)
+
+
+# ----------------------------------------------------------------------------- closed forms vs recipes
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 14), n=st.integers(1, 14), density=st.floats(0.0, 1.0), seed=st.integers(0, 2**16),
+       R=st.integers(1, 4), C=st.integers(1, 4))
+def test_inspectors_give_the_arrays_their_recipes_derive(m, n, density, seed, R, C):
+    """The vectorised closed forms equal running each transformation recipe through transforms."""
+    A = canonical_csr(random_csr(m, n, density, seed))
+    eq = np.testing.assert_array_equal
+    res = csr_recipe().run(A)
+    c = to_csr(A)
+    eq(c.indptr, res.offset_index), eq(c.indices, res.explicit_index["k"]), eq(c.data, res.a_prime["data"])
+    res = coo_recipe().run(A)
+    o = to_coo(A)
+    eq(o.row, res.explicit_index["i"]), eq(o.col, res.explicit_index["k"]), eq(o.data, A.data[res.col_inv])
+    res = bcsr_recipe(R, C).run(A)
+    b = to_bcsr(A, R, C)
+    eq(b.indptr, res.offset_index), eq(b.bcol, res.explicit_index["kk"]), eq(b.data, res.a_prime["data"])
+    res = dia_recipe(m).run(A)
+    d = to_dia(A, max_fill=np.inf)
+    eq(d.offsets, res.explicit_index["d"] - (m - 1)), eq(d.data, res.a_prime["data"])
+    width = max(int(np.diff(A.indptr).max()), 1)
+    res = ell_recipe(width).run(A)
+    e = to_ell(A)
+    eq(e.data[res.explicit_index["i"]], res.a_prime["data"])
+    res = csb_recipe(R).run(A)
+    s = to_csb(A, R)
+    eq(s.blk_ptr, res.offset_index), eq(s.row_off, res.explicit_index["i"]), eq(s.col_off, res.explicit_index["l"])
+    eq(s.data, res.a_prime["data"])
+    perm = _sell_order(np.diff(A.indptr).astype(np.int64), 2 * C)
+    new_of_old = np.empty(m, dtype=np.int64)
+    new_of_old[perm] = np.arange(m)
+    res = sell_recipe(C, new_of_old).run(A)
+    sl = to_sell(A, C=C, sigma=2 * C)
+    eq(sl.slice_width[res.explicit_index["s"]], res.segment_extent)
+    eq(sl.data, res.a_prime["data"])
 
 
 # ----------------------------------------------------------------------------- layouts
