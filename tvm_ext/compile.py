@@ -41,6 +41,7 @@ True
 """
 from __future__ import annotations
 
+import functools
 import sys
 import time
 import types
@@ -241,21 +242,6 @@ def input_specs(mod: Any) -> list[tuple[str, tuple[int, ...], str]]:
     return specs
 
 
-def _check_inputs(specs, inputs: Sequence[Any]) -> list[np.ndarray]:
-    if len(inputs) != len(specs):
-        raise InputError(f"the model takes {len(specs)} inputs ({[s[0] for s in specs]}), got {len(inputs)}")
-    out = []
-    for (name, shape, dtype), a in zip(specs, inputs):
-        arr = np.asarray(a)
-        if arr.shape != shape:
-            raise ShapeError(f"input {name!r}: expected shape {shape}, got {arr.shape}")
-        arr = np.ascontiguousarray(arr, dtype=dtype)
-        if arr.dtype.kind == "f" and not np.isfinite(arr).all():
-            raise InputError(f"input {name!r}: contains NaN or Inf")
-        out.append(arr)
-    return out
-
-
 def max_rel_err(outputs: Sequence[np.ndarray], references: Sequence[np.ndarray]) -> float:
     """``max |out - ref| / max |ref|`` over all outputs (``max |ref|`` floored at 1e-30)."""
     if len(outputs) != len(references):
@@ -366,7 +352,9 @@ def _accel_partition(mod: Any, accel: Any, knobs: Any = None):
 class CompiledModel:
     """A Relax VM over the compiled module plus its :class:`CompileReport`.
 
-    ``model(*inputs)`` returns the outputs as a list of numpy arrays;
+    ``model(*inputs)`` (or ``model(name=array)``) returns the outputs as a list of numpy
+    arrays, with no copy either way (:mod:`tvm_ext.model_call`): the kernels read the
+    caller's arrays in place, and each output is a view of the buffer the VM wrote.
     ``module, report = model`` unpacks the pair the issue asks for.
     """
 
@@ -392,19 +380,31 @@ class CompiledModel:
         return [s[0] for s in self.specs]
 
     def random_inputs(self, seed: int = 0) -> list[np.ndarray]:
+        """Seeded inputs of the right shapes and dtypes, 64-byte aligned (so calls never copy them)."""
+        from tvm_ext.zero_copy import empty_aligned
+
         rng = np.random.default_rng(seed)
-        return [rng.uniform(-1, 1, shape).astype(dtype) if np.dtype(dtype).kind == "f"
-                else rng.integers(0, 4, shape).astype(dtype) for _, shape, dtype in self.specs]
+        out = []
+        for _, shape, dtype in self.specs:
+            a = empty_aligned(shape, dtype)
+            a[...] = rng.uniform(-1, 1, shape) if np.dtype(dtype).kind == "f" else rng.integers(0, 4, shape)
+            out.append(a)
+        return out
 
-    def _tensors(self, inputs: Sequence[Any]) -> list:
-        import tvm
+    @functools.cached_property
+    def _call(self):
+        from tvm_ext.model_call import NumpyCall
 
-        return [tvm.runtime.tensor(a) for a in _check_inputs(self.specs, inputs)]
+        return NumpyCall(self.vm, self.specs)
 
-    def __call__(self, *inputs: Any) -> list[np.ndarray]:
-        from tvm_ext.compile_steps.profiling import flatten_outputs
+    def _tensors(self, inputs: Sequence[Any], named: dict[str, Any] | None = None) -> list:
+        """The inputs as TVM tensors over the caller's arrays (checked; see :mod:`tvm_ext.model_call`)."""
+        return self._call.tensors(inputs, named)
 
-        return flatten_outputs(self.vm["main"](*self._tensors(inputs)))
+    def __call__(self, *inputs: Any, **named: Any) -> list[np.ndarray]:
+        """Run ``main`` on numpy arrays (positional or by name); outputs are views of the VM's buffers."""
+        return self._call(*inputs, **named)
+
 
     def time(self, *inputs: Any, repeat: int = 3, min_repeat_ms: int = 50) -> float:
         """Wall seconds per call of the whole module (simulated kernels run their simulators)."""

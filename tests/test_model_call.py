@@ -1,0 +1,170 @@
+"""``model(x)`` on numpy: equal to ONNX Runtime, no copy of inputs or outputs, and one clear error
+for each kind of bad input (shape, dtype, layout, missing or extra input, a file that is no model)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import tvm_ext.compile as tc  # noqa: E402
+from tvm_ext.errors import InputError, ShapeError, TvmExtError  # noqa: E402
+from tvm_ext.models.frontends import from_onnx, load_model  # noqa: E402
+from tvm_ext.models.onnx_models import bottleneck_onnx, gcn_onnx, mlp_onnx  # noqa: E402
+from tvm_ext.models.zoo import small_graph  # noqa: E402
+from tvm_ext.zero_copy import empty_aligned, is_aligned  # noqa: E402
+
+#: Small versions of the benchmark's graphs: (name, builder, compile options).
+CONFIGS = {
+    "mlp": (lambda: mlp_onnx([32, 64, 48, 10], batch=4), {}),
+    "mlp-batch1-softmax": (lambda: mlp_onnx([24, 16, 8], batch=1, softmax=True), {}),
+    "bottleneck": (lambda: bottleneck_onnx(16, 8, 6, c_out=32), {"tensorize": "never"}),
+    "gcn": (lambda: gcn_onnx(small_graph(), 24, 16, 4), {}),
+}
+
+
+def _ort(proto, x: np.ndarray) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = 2, 1
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    proto = mlp_onnx([32, 64, 10], batch=4)
+    return proto, tc.compile(from_onnx(proto), tensorize="never")
+
+
+class _Spy:
+    """Wraps the VM function ``model(x)`` calls; remembers its arguments and result."""
+
+    def __init__(self, fn):
+        self.fn, self.args, self.result = fn, None, None
+
+    def __call__(self, *args):
+        self.args = args
+        self.result = self.fn(*args)
+        return self.result
+
+
+def _spy(model) -> _Spy:
+    spy = _Spy(model._call.function)
+    model._call.function = spy
+    return spy
+
+
+@pytest.mark.parametrize("name", CONFIGS)
+def test_model_call_equals_onnx_runtime(name):
+    build, opts = CONFIGS[name]
+    proto = build()
+    model = tc.compile(from_onnx(proto), **opts)
+    x = model.random_inputs(7)[0]
+    out = model(x)
+    assert len(out) == 1
+    np.testing.assert_allclose(out[0], _ort(proto, x), rtol=1e-4, atol=1e-4)
+    named = model(x=x)[0]  # by name, same result
+    np.testing.assert_array_equal(named, out[0])
+
+
+def test_outputs_are_the_buffers_the_vm_wrote_and_inputs_are_read_in_place(mlp):
+    proto, model = mlp
+    spy = _spy(model)
+    x = model.random_inputs(1)[0]
+    assert is_aligned(x)
+    (y,) = model(x)
+    (arg,) = spy.args
+    assert arg.data_ptr() == x.ctypes.data  # the kernels read the caller's array
+    assert y.ctypes.data == spy.result.data_ptr()  # the output is the VM's tensor, not a copy
+    base = y
+    while isinstance(base, np.ndarray) and base.base is not None:
+        base = base.base
+    assert not isinstance(base, np.ndarray)  # the chain ends in the DLPack capsule that holds the tensor
+    spy.result = None  # the array alone keeps the VM's tensor alive
+    np.testing.assert_allclose(y, _ort(proto, x), rtol=1e-4, atol=1e-4)
+    assert model._call.aligned_copies == 0
+
+
+def test_read_only_input_works_without_a_copy(mlp):
+    proto, model = mlp
+    spy = _spy(model)
+    x = model.random_inputs(2)[0]
+    x.flags.writeable = False
+    (y,) = model(x)
+    assert spy.args[0].data_ptr() == x.ctypes.data
+    np.testing.assert_allclose(y, _ort(proto, np.array(x)), rtol=1e-4, atol=1e-4)
+    assert not x.flags.writeable
+
+
+def test_misaligned_input_is_copied_aligned_and_the_result_is_right():
+    """A vectorised element-wise kernel assumes 64-byte-aligned arguments (it crashes on a 16-byte one)."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((64, 256), "float32"))
+    b = relax.Var("b", relax.TensorType((64, 256), "float32"))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.op.add(relax.op.multiply(a, b), a))
+        bb.emit_func_output(out)
+    model = tc.compile(bb.get())
+    spy = _spy(model)
+    xa, xb = model.random_inputs(3)
+    raw = empty_aligned(xa.nbytes + 16, "uint8")
+    off = raw[16:].view("float32").reshape(xa.shape)  # 16 bytes past a 64-byte boundary, like numpy's arrays
+    off[...] = xa
+    (y,) = model(off, xb)
+    np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)  # FMA rounds once
+    assert model._call.aligned_copies == 1  # only the misaligned input was copied
+    assert spy.args[0].data_ptr() != off.ctypes.data and spy.args[1].data_ptr() == xb.ctypes.data
+
+
+def test_bad_inputs_are_one_clear_error_each(mlp):
+    _, model = mlp
+    x = model.random_inputs(0)[0]
+    with pytest.raises(ShapeError, match=r"input 'x': expected shape \(4, 32\) float32, got shape \(4, 31\)"):
+        model(np.zeros((4, 31), "float32"))
+    with pytest.raises(InputError, match=r"input 'x': expected shape \(4, 32\) float32, got dtype float64"):
+        model(x.astype("float64"))
+    with pytest.raises(InputError, match="input 'x': not C-contiguous"):
+        model(np.asfortranarray(x))
+    with pytest.raises(InputError, match="input 'x': not C-contiguous"):
+        model(np.zeros((4, 64), "float32")[:, ::2])
+    with pytest.raises(InputError, match=r"takes 1 inputs \(x \(shape \(4, 32\) float32\)\), got 0: missing input 'x'"):
+        model()
+    with pytest.raises(InputError, match="takes 1 inputs.*got 2"):
+        model(x, x)
+    with pytest.raises(InputError, match="unknown input 'y'; the model's inputs are x"):
+        model(x, y=x)
+    with pytest.raises(InputError, match="'x' given both by position and by name"):
+        model(x, x=x)
+
+
+def test_missing_one_of_two_inputs_names_it():
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((2, 3), "float32"))
+    b = relax.Var("b", relax.TensorType((3,), "int32"))
+    with bb.function("main", [a, b]):
+        bb.emit_func_output(bb.emit(relax.op.add(a, relax.op.astype(b, "float32"))))
+    model = tc.compile(bb.get(), tensorize="never")
+    with pytest.raises(InputError, match=r"missing input 'b' \(shape \(3,\) int32\)"):
+        model(np.zeros((2, 3), "float32"))
+    with pytest.raises(InputError, match="input 'b'.*got dtype int64"):
+        model(a=np.zeros((2, 3), "float32"), b=np.arange(3))
+    y = model(b=np.arange(3, dtype="int32"), a=np.ones((2, 3), "float32"))[0]
+    np.testing.assert_array_equal(y, [[1, 2, 3], [1, 2, 3]])
+
+
+def test_a_file_that_is_not_a_model_is_one_input_error(tmp_path):
+    text = "layer sizes: 784 512 10\n"
+    for name, match in [("notes.onnx", "not a valid ONNX protobuf"),
+                        ("notes.pt2", "not a torch.export archive"),
+                        ("notes.txt", "unknown format '.txt'; expected .onnx or .pt2")]:
+        path = tmp_path / name
+        path.write_text(text)
+        with pytest.raises(TvmExtError, match=match) as info:
+            load_model(path)
+        assert isinstance(info.value, InputError) and name in str(info.value)
