@@ -195,6 +195,10 @@ def from_exported_program_file(path: str | os.PathLike):
     p = Path(path)
     if not p.is_file():
         raise InputError(f"exported program {str(p)!r}: no such file")
+    with open(p, "rb") as fh:  # a .pt2 is a zip archive; checked first, torch logs a traceback otherwise
+        if fh.read(4) != b"PK\x03\x04":
+            raise InputError(f"exported program {str(p)!r}: not a torch.export archive (a .pt2 file is a zip "
+                             "archive written by torch.export.save)")
     try:
         exported = torch.export.load(str(p))
     except Exception as e:
