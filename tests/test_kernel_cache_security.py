@@ -337,3 +337,24 @@ def test_map_build_with_a_wrong_result_exits_non_zero(monkeypatch, capsys):
     code = cli_main(["map", "matmul", "--size", "M=16", "--size", "N=16", "--size", "K=16", "--build"])
     _, err = capsys.readouterr()
     assert code == 2 and "is wrong: max |error| 1" in err and err.count("\n") == 1
+
+
+def test_sparse_native_helpers_are_verified_before_dlopen(x86, tmp_path, monkeypatch):
+    from schedules.sparse import native
+
+    _, opened = x86  # ctypes.CDLL is spied on
+    monkeypatch.setattr(native, "_LOADED", {})
+    monkeypatch.setenv("TVM_EXT_CACHE_DIR", str(tmp_path / "kernels"))
+    lib = native.load_native("tvmext_p2p.c")
+    (out,) = (tmp_path / "kernels" / "native").glob("*.so")
+    assert opened == [str(out)] and hasattr(lib, "tvmext_p2p_wait") and kernel_cache.check_binary(out) is None
+    torn = out.with_name("torn")
+    torn.write_bytes(out.read_bytes()[:100])
+    os.replace(torn, out)
+    monkeypatch.setattr(native, "_LOADED", {})
+    native.load_native("tvmext_p2p.c")
+    assert opened == [str(out)] * 2 and kernel_cache.check_binary(out) is None
+    monkeypatch.setenv("TVM_EXT_CACHE_DIR", "off")
+    monkeypatch.setattr(native, "_LOADED", {})
+    native.load_native("tvmext_p2p.c")
+    assert Path(opened[-1]).parent == kernel_cache.private_dir() / "native"
