@@ -166,7 +166,7 @@ def symbolic_ilu0(B: sp.csr_array, dpos: np.ndarray) -> tuple[np.ndarray, np.nda
     >>> B = sp.csr_array(np.array([[4., 1, 1], [1, 4, 0], [1, 0, 4]]))
     >>> tptr, tgt, src = symbolic_ilu0(B, np.array([0, 3, 5], np.int32))
     >>> tptr.tolist(), tgt.tolist(), src.tolist()     # (1,0) updates (1,1); (2,0) updates (2,2)
-    ([0, 0, 0, 1, 1, 2, 2], [4, 6], [1, 2])
+    ([0, 0, 0, 0, 1, 1, 2, 2], [4, 6], [1, 2])
     """
     n, nnz = B.shape[0], B.nnz
     indptr = B.indptr.astype(np.int64)
@@ -228,8 +228,11 @@ class ILU0:
     """
 
     def __init__(self, A: Any, parallel: bool = True, *, min_parallel_rows: int | None = None,
-                 dtype: Any = None, target: Any = None):
+                 dtype: Any = None, target: Any = None, sync: str = "barrier"):
+        from schedules.sparse.triangular import _check_sync
+
         what = "ILU0 matrix"
+        sync = _check_sync(sync)
         if dtype is not None:
             _check_dtype(dtype, what)
         A = canonical_csr(A, square=True, dtype=dtype, what=what)
@@ -258,10 +261,14 @@ class ILU0:
         self._F = F
         self.update_triples = int(tgt.size)
         L, U = _split_factors(F, dpos)
-        self._L = SweepExecutor(L, seg_ptr=seg_ptr, seg_par=seg_par, parallel=parallel,
-                                perm=self.perm, what="ILU0 factor L", target=target)
-        self._U = SweepExecutor(U, seg_ptr=seg_ptr, seg_par=seg_par, parallel=parallel,
-                                perm=self.perm, what="ILU0 factor U", target=target)
+        self._level_perm = self.perm
+        if sync == "p2p" and self.schedule is not None:
+            L, U, B = self._p2p_executors(L, U, target)
+        else:
+            self._L = SweepExecutor(L, seg_ptr=seg_ptr, seg_par=seg_par, parallel=parallel,
+                                    perm=self.perm, what="ILU0 factor L", target=target)
+            self._U = SweepExecutor(U, seg_ptr=seg_ptr, seg_par=seg_par, parallel=parallel,
+                                    perm=self.perm, what="ILU0 factor U", target=target)
         import tvm
 
         self._tmp = tvm.runtime.empty((max(self.n, 1),), self.dtype, tvm.cpu(0))
@@ -271,6 +278,30 @@ class ILU0:
             self.seconds.update({f"levels.{k}": v for k, v in self.schedule.seconds.items()})
         #: the matrix in the executor's row order (``P A P^T`` or ``A``)
         self.matrix = B
+
+    def _p2p_executors(self, L: sp.csr_array, U: sp.csr_array, target: Any):
+        """Point-to-point executors for ``L`` and ``U`` on one thread partition.
+
+        The factors were computed in level order (which keeps ILU(0) equal to
+        natural-order ILU(0)); they are then permuted into the partition's
+        order, whose waits come from the pattern of ``A`` (a superset of
+        each factor's dependences).
+        """
+        from dataclasses import replace
+
+        from schedules.sparse.level_sets import _permute_canonical
+        from schedules.sparse.p2p import P2PExecutor, p2p_schedule
+        from tvm_ext.target import num_threads
+
+        ps = p2p_schedule(self.schedule, num_threads())
+        order = self.schedule.iperm[ps.perm]          # level-order index of each partition row
+        iorder = np.empty_like(order)
+        iorder[order] = np.arange(order.size, dtype=order.dtype)
+        L2, U2 = _permute_canonical(L, order, iorder), _permute_canonical(U, order, iorder)
+        self._L = P2PExecutor(replace(ps, matrix=L2), what="ILU0 factor L", target=target)
+        self._U = P2PExecutor(replace(ps, matrix=U2), what="ILU0 factor U", target=target)
+        self.perm = ps.perm
+        return L2, U2, ps.matrix
 
     @property
     def levels(self) -> int:
@@ -335,8 +366,8 @@ class ILU0:
         n = self.n
         rows = np.repeat(np.arange(n), np.diff(self._F.indptr))
         cols = self._F.indices
-        if self.perm is not None:
-            rows, cols = self.perm[rows], self.perm[cols]
+        if self._level_perm is not None:
+            rows, cols = self._level_perm[rows], self._level_perm[cols]
         vals = self._F.data
         low = cols < rows
         up = ~low

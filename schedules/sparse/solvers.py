@@ -155,7 +155,9 @@ class PCG:
 
     ``preconditioner``: ``"sgs"`` (symmetric Gauss-Seidel on the level-set
     executor, or the serial TVM executor with ``parallel=False``), ``"ilu0"``
-    (ILU(0) on the same schedule), ``"jacobi"`` or ``"none"``.
+    (ILU(0) on the same schedule), ``"jacobi"`` or ``"none"``; ``sync``:
+    ``"barrier"`` (level by level) or ``"p2p"`` (point-to-point,
+    :mod:`schedules.sparse.p2p`) wavefront executors.
 
     >>> import numpy as np
     >>> from tvm_ext.workloads import lap3d
@@ -170,7 +172,11 @@ class PCG:
     """
 
     def __init__(self, A: Any, *, preconditioner: str = "sgs", parallel: bool = True,
-                 min_parallel_rows: int | None = None, dtype: Any = None, target: Any = None):
+                 min_parallel_rows: int | None = None, dtype: Any = None, target: Any = None,
+                 sync: str = "barrier"):
+        from schedules.sparse.triangular import _check_sync
+
+        self.sync = _check_sync(sync)
         if preconditioner not in PRECONDITIONERS:
             raise InputError(f"pcg: preconditioner must be one of {PRECONDITIONERS}, "
                              f"got {preconditioner!r}")
@@ -192,6 +198,10 @@ class PCG:
 
             ilu0_kernel(self.dtype, parallel, target)
             sweep_kernel(self.dtype, parallel, target)
+        if active and parallel and self.sync == "p2p" and preconditioner in ("sgs", "ilu0"):
+            from schedules.sparse.p2p import p2p_kernel
+
+            p2p_kernel(self.dtype, target)
         t0 = time.perf_counter()
         self._setup(A, parallel, min_parallel_rows, target)
         self.inspector_seconds = time.perf_counter() - t0
@@ -207,7 +217,7 @@ class PCG:
             return
         if self.preconditioner == "sgs":
             self.gs = GaussSeidel(A, parallel=parallel, min_parallel_rows=min_parallel_rows,
-                                  target=target)
+                                  target=target, sync=self.sync)
             self.matrix = self.gs.matrix
             self.perm = self.gs.executor.perm
             if self.gs.schedule is not None:
@@ -216,7 +226,7 @@ class PCG:
             from schedules.sparse.ilu0 import ILU0
 
             self.ilu = ILU0(A, parallel=parallel, min_parallel_rows=min_parallel_rows,
-                            target=target)
+                            target=target, sync=self.sync)
             self.matrix = self.ilu.matrix
             self.perm = self.ilu.perm
             self.inspector_breakdown = dict(self.ilu.seconds)
@@ -390,11 +400,13 @@ def _rz_reason(rz: float, k: int) -> str:
 
 def pcg(A: Any, b: Any, *, x0: Any = None, tol: float = 1e-8, maxiter: int | None = None,
         preconditioner: str = "sgs", parallel: bool = True, min_parallel_rows: int | None = None,
-        raise_on_failure: bool = False, dtype: Any = None, target: Any = None) -> PCGResult:
+        raise_on_failure: bool = False, dtype: Any = None, target: Any = None,
+        sync: str = "barrier") -> PCGResult:
     """Solve SPD ``A x = b`` with preconditioned CG (inspector + one solve).
 
-    ``maxiter`` defaults to ``10 * n`` (as scipy's ``cg``).  See :class:`PCG`
-    and :class:`PCGResult`.
+    ``maxiter`` defaults to ``10 * n`` (as scipy's ``cg``).  ``sync``:
+    ``"barrier"`` or ``"p2p"`` (point-to-point) wavefront executors for the
+    preconditioner.  See :class:`PCG` and :class:`PCGResult`.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> bad = sp.csr_array(np.array([[1.0, 2.0], [2.0, 1.0]]))   # symmetric, indefinite
@@ -403,5 +415,5 @@ def pcg(A: Any, b: Any, *, x0: Any = None, tol: float = 1e-8, maxiter: int | Non
     (False, True, True)
     """
     solver = PCG(A, preconditioner=preconditioner, parallel=parallel,
-                 min_parallel_rows=min_parallel_rows, dtype=dtype, target=target)
+                 min_parallel_rows=min_parallel_rows, dtype=dtype, target=target, sync=sync)
     return solver.solve(b, x0=x0, tol=tol, maxiter=maxiter, raise_on_failure=raise_on_failure)

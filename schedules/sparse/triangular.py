@@ -405,6 +405,10 @@ class TriangularSolver:
       ``take_triangle=True``, which solves with the triangle of ``A`` only
       (as one does for Gauss-Seidel splittings).
     * A zero or missing diagonal entry raises :class:`InputError` naming the row.
+    * ``unit_diagonal=True`` takes the diagonal as all ones (stored diagonal
+      entries are ignored, as in ``scipy``'s ``spsolve_triangular``).
+    * ``sync="p2p"``: the point-to-point executor (:mod:`schedules.sparse.p2p`)
+      instead of the barrier executor.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> U = sp.csr_array(np.array([[2.0, 1.0], [0.0, 4.0]]))
@@ -414,11 +418,14 @@ class TriangularSolver:
 
     def __init__(self, A: Any, lower: bool = True, parallel: bool = True, *,
                  min_parallel_rows: int | None = None, take_triangle: bool = False,
-                 dtype: Any = None, target: Any = None, sync: str = "barrier"):
+                 dtype: Any = None, target: Any = None, sync: str = "barrier",
+                 unit_diagonal: bool = False):
         what = f"TriangularSolver({'lower' if lower else 'upper'}) matrix"
         sync = _check_sync(sync)
         A = _canonical(A, dtype, what)
         T = _triangle(A, lower, take_triangle, what)
+        if unit_diagonal:
+            T = _with_unit_diagonal(T)
         self.lower, self.parallel = bool(lower), bool(parallel)
         self.n, self.dtype = T.shape[0], str(T.dtype)
         # an upper schedule already orders levels bottom-up, so both run "forward";
@@ -437,6 +444,15 @@ class TriangularSolver:
         """Return ``x`` with ``T x = b`` (``b``: length-``n`` vector of the solver's dtype)."""
         b = check_vector(b, self.n, self.dtype, "b")
         return self.executor.run_numpy(b, np.zeros(self.n, self.dtype), self._mode, 1)
+
+
+def _with_unit_diagonal(T: sp.csr_array) -> sp.csr_array:
+    """``T`` with its diagonal replaced by ones (canonical CSR)."""
+    n = T.shape[0]
+    off = sp.csr_array(T - sp.diags_array(T.diagonal(), format="csr"))
+    off.eliminate_zeros()
+    U = canonical_csr(off + sp.eye_array(n, dtype=T.dtype, format="csr"), square=True)
+    return U
 
 
 def _triangle(A: sp.csr_array, lower: bool, take: bool, what: str) -> sp.csr_array:

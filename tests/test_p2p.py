@@ -1,0 +1,94 @@
+"""Point-to-point wavefront executor (Venkat 2016 Fig. 7.2)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedules.sparse.level_sets import level_sets
+from schedules.sparse.p2p import P2PExecutor, p2p_schedule
+from schedules.sparse.triangular import FORWARD, GaussSeidel, TriangularSolver, wrap, aligned_empty
+from tvm_ext.errors import ConfigError
+from tvm_ext.workloads import lap2d, lap3d
+
+
+def random_matrix(n: int, density: float, seed: int, dtype="float64") -> sp.csr_array:
+    rng = np.random.default_rng(seed)
+    A = sp.random_array((n, n), density=density, rng=rng, format="csr",
+                        data_sampler=lambda size: rng.uniform(-1, 1, size))
+    return sp.csr_array(A + sp.diags_array(np.full(n, 4.0)), dtype=dtype)
+
+
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 2e-4)])
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit", [False, True])
+def test_p2p_triangular_matches_scipy(lower, unit, dtype, rtol):
+    for A in (random_matrix(300, 0.02, 1, dtype), sp.csr_array(lap3d(6, 27), dtype=dtype)):
+        n = A.shape[0]
+        T = sp.csr_array(sp.tril(A) if lower else sp.triu(A))
+        b = np.random.default_rng(3).standard_normal(n).astype(dtype)
+        s = TriangularSolver(T, lower=lower, sync="p2p", unit_diagonal=unit)
+        ref = spla.spsolve_triangular(T.astype(np.float64), b.astype(np.float64), lower=lower,
+                                      unit_diagonal=unit)
+        x = s.solve(b)
+        assert x.dtype == np.dtype(dtype) and isinstance(s.executor, P2PExecutor)
+        np.testing.assert_allclose(x, ref, rtol=rtol, atol=rtol)
+
+
+@settings(max_examples=12, deadline=None)
+@given(n=st.integers(1, 120), density=st.floats(0.0, 0.15), seed=st.integers(0, 10_000),
+       lower=st.booleans())
+def test_p2p_triangular_random_patterns(n, density, seed, lower):
+    A = random_matrix(n, density, seed)
+    T = sp.csr_array(sp.tril(A) if lower else sp.triu(A))
+    b = np.random.default_rng(seed).standard_normal(n)
+    x = TriangularSolver(T, lower=lower, sync="p2p").solve(b)
+    np.testing.assert_allclose(x, spla.spsolve_triangular(T, b, lower=lower), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("A", [lap2d(15), random_matrix(250, 0.02, 7)], ids=["lap2d", "random"])
+def test_p2p_gauss_seidel_equals_natural_order_sweeps(A):
+    b = np.random.default_rng(1).standard_normal(A.shape[0])
+    x0 = np.random.default_rng(2).standard_normal(A.shape[0])
+    p2p, serial = GaussSeidel(A, sync="p2p"), GaussSeidel(A, parallel=False)
+    for method in ("forward", "backward", "symmetric"):
+        np.testing.assert_allclose(getattr(p2p, method)(x0, b, sweeps=2),
+                                   getattr(serial, method)(x0, b, sweeps=2), rtol=1e-12, atol=1e-12)
+
+
+def test_schedule_partitions_levels_and_keeps_waits_sparse():
+    s = level_sets(lap2d(20))
+    ps = p2p_schedule(s, 2)
+    assert ps.thread_ptr[0] == 0 and ps.thread_ptr[-1] == 400 and ps.levels == 39
+    assert sorted(ps.perm.tolist()) == list(range(400))
+    # every wait refers to a row whose completion is published
+    need = ps.need_fwd.reshape(400, 2)
+    for u in range(2):
+        c = need[:, u][need[:, u] > 0]
+        assert ps.notify_fwd[ps.thread_ptr[u] + c - 1].all()
+    # each row needs at most one wait per other thread, and far fewer than one per edge
+    assert 0 < ps.waits[0] <= 400 and ps.waits[1] > 0
+    one = p2p_schedule(s, 1)
+    assert one.waits == (0, 0) and not one.notify_fwd.any()
+
+
+def test_too_few_pool_threads_raise_instead_of_hanging():
+    # 8 partitions on a 2-thread pool: partitions of one task run one after the
+    # other, so a wait may never be satisfied; the run must end (timeout) with an error
+    A = sp.csr_array(sp.tril(lap2d(30)))
+    ps = p2p_schedule(level_sets(A), 8)
+    ex = P2PExecutor(ps, what="test", timeout_ms=300)
+    b = aligned_empty(900, "float64")
+    b[:] = 1.0
+    x = aligned_empty(900, "float64")
+    try:
+        ex.run(wrap(b), wrap(x), FORWARD, 1)
+    except ConfigError as err:
+        assert "no progress" in str(err)
+    else:  # the pool really ran all partitions at once: then the answer must be right
+        ref = spla.spsolve_triangular(ps.matrix, b)
+        np.testing.assert_allclose(x, ref, rtol=1e-12)
+
