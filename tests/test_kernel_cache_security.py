@@ -104,6 +104,24 @@ def test_entries_are_private_written_atomically_and_checksummed(cache):
     assert kernel_cache.check_binary(so) is None
 
 
+def test_entry_file_and_directory_are_fsynced(cache, monkeypatch):
+    root, _ = cache
+    synced = []
+    real = os.fsync
+
+    def spy(fd):
+        st = os.fstat(fd)
+        synced.append(("dir" if stat.S_ISDIR(st.st_mode) else "file", st.st_ino))
+        return real(fd)
+
+    monkeypatch.setattr(os, "fsync", spy)
+    _build(4.0)
+    so = _entry(root)
+    kinds = [k for k, _ in synced]
+    assert kinds == ["file", "file", "dir"]  # the binary, its checksum file, then the directory
+    assert synced[0][1] == so.stat().st_ino and synced[2][1] == root.stat().st_ino
+
+
 def test_truncated_entry_is_never_loaded_and_is_rebuilt(cache):
     root, loaded = cache
 
