@@ -29,7 +29,9 @@ it did not check:
   be regular files (not symlinks) owned by the current user and not writable by
   group or others, and the entry's size and SHA-256 to match the sidecar.  An
   entry that fails (truncated, corrupted, swapped, missing sidecar, wrong owner
-  or mode) is never loaded: it is deleted, rebuilt and replaced.
+  or mode) is never loaded: it is deleted, rebuilt and replaced.  The load
+  then opens the checked path; since only this user can write the directory,
+  only this user's own processes could swap the file in between.
 
 Binaries that must exist as files even when the disk cache is off (the
 tensorize ``blas`` library) go to :func:`private_dir`, a ``mkdtemp`` directory
