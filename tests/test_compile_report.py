@@ -100,7 +100,7 @@ def test_tuning_records_schedule_the_matching_kernel(tmp_path):
     from tvm_ext.target import default_target
 
     mod, ref = _mlp_module()
-    legal, _ = tc._legalize_and_fuse(tc._prepare(mod))
+    legal = _legalized(mod)
     func = legal["fused_matmul_relu"]
     norm = _normalized(func)
     sch = s_tir.Schedule(norm)
@@ -189,7 +189,7 @@ def test_constant_weights_are_packed_at_compile_time():
     # the kernel left in the module reads the packed weight; no packing block runs per call
     from tvm_ext.compile_steps.llvm_schedule import schedule_module
 
-    legal, _ = tc._legalize_and_fuse(tc._prepare(mod))
+    legal = _legalized(mod)
     legal, _ = schedule_module(legal, tensorize="always")
     func = legal["fused_matmul_relu"]
     marked, names = mark_weight_packing(func)
@@ -207,3 +207,12 @@ def test_transcendental_elementwise_kernels_parallelise_from_a_smaller_size():
     assert 16 * 512 < PARALLEL_MIN_WORK
     assert "T.parallel" not in _default_all(te.create_prim_func([a, plain])).mod.script()
     assert "T.parallel" in _default_all(te.create_prim_func([a, tanh])).mod.script()
+
+
+def _legalized(mod):
+    """The module as the pipeline hands it to the llvm schedule (prepared, NHWC, legalized, fused)."""
+    import tvm
+
+    from tvm_ext.compile_steps import passes as P
+
+    return tvm.transform.Sequential([P.PrepareForInference(), P.ConvertConvLayout(), P.LegalizeAndFuse()])(mod)

@@ -13,6 +13,7 @@ load lazily on first attribute access, so ``import tvm_ext`` stays cheap and
 from __future__ import annotations
 
 from tvm_ext import errors
+from tvm_ext import import_hooks as _import_hooks
 from tvm_ext.lazy_exports import lazy_getattr
 from tvm_ext.errors import (
     ConfigError,
@@ -42,6 +43,8 @@ _LAZY: dict[str, str] = {
     "CompiledModel": "tvm_ext.compile",
     "llvm_only": "tvm_ext.compile",
     "models": "tvm_ext.models",
+    "pipeline": "tvm_ext.pipeline",  # the module is callable: tvm_ext.pipeline(accel=...) -> Pass
+    "load": "tvm_ext.compile",
 }
 
 __all__ = [
@@ -55,3 +58,6 @@ __all__ = [
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY, globals())
+
+# runtime functions, the "tvm_ext" pipeline and the BYOC patterns: registered with TVM when it loads
+_import_hooks.install()

@@ -1,23 +1,28 @@
 """``tvm_ext.compile``: one compile call over Relax that brings every extension together.
 
-Flow (ARCHITECTURE, data flow 4), each step a pass over the Relax module:
+Flow (ARCHITECTURE, data flow 4): the module passes of
+:func:`tvm_ext.pipeline.optimization_passes`
+(:mod:`tvm_ext.compile_steps.passes`), the same that
+``tvm.compile(mod, target, relax_pipeline="tvm_ext")`` runs:
 
-1. ``DecomposeOpsForInference`` + ``EliminateCommonSubexpr`` + ``FoldConstant``
-   (BN decomposed, weights transposed once at compile time);
+1. ``PrepareForInference`` (BN decomposed, weights transposed once at
+   compile time) and ``AnnotateOpIds`` (each op gets an id that travels in
+   the IR, so the report follows every op, same-shape ones included);
 2. **sparse**: matmuls with a constant, mostly-zero operand become sparse kernels
    (:mod:`tvm_ext.compile_steps.sparse_offload`: the ``schedules/sparse``
    executor, the GOGETA-fused GCN layer, or the Sextans engine);
-3. **BYOC**: the accelerator's ``partition_for_accel`` when ``accel`` is set,
-   then ``partition_for_sextans`` when ``spmm_engine`` is set (patterns matched
-   before ``LegalizeOps``; simulators registered as the runtime functions);
-4. convolutions left for llvm to NHWC (``ConvertLayout``), ``LegalizeOps`` +
-   ``FuseOps``/``FuseTIR``, then every llvm PrimFunc is
-   scheduled (:mod:`tvm_ext.compile_steps.llvm_schedule`: a tuning record from
-   ``tuning_db``, else the ``tensorize`` mapping onto x86 instructions when it
-   measures faster, else the default parallel/vector schedule); weights the
-   x86 micro-kernels read in panels are packed once at compile time when
-   they are constants (:mod:`tvm_ext.compile_steps.weight_prepack`);
-5. ``tvm.compile`` through the kernel cache -> Relax VM.
+3. **BYOC**: ``PartitionForAccel`` when ``accel`` is set, then
+   ``PartitionForSextans`` when ``spmm_engine`` is set (patterns matched
+   before ``LegalizeOps``; each offloaded part becomes a call of a runtime
+   function with its serialised program as a constant of the module);
+4. convolutions left for llvm to NHWC, ``LegalizeOps`` + ``FuseOps``/``FuseTIR``,
+   then the llvm rule chain per PrimFunc: a tuning record from ``tuning_db``
+   (``MetaScheduleApplyDatabase``), else the ``tensorize`` mapping onto x86
+   instructions when it measures faster, else the default parallel/vector
+   schedule; weights the x86 micro-kernels read in panels are packed once at
+   compile time when they are constants (``PrepackWeights``);
+5. the report is read from the module (:mod:`tvm_ext.compile_steps.placement`)
+   and attached to it; ``tvm.compile`` through the kernel cache -> Relax VM.
 
 The result is a :class:`CompiledModel`: call it on numpy inputs; its
 :class:`CompileReport` says which op went where, and after
@@ -47,16 +52,17 @@ import time
 import types
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
 from tvm_ext.compile_steps.ops import op_calls
 from tvm_ext.errors import ConfigError, InputError, ShapeError
+from tvm_ext.runtime_functions import RUNTIME_FUNCTIONS
 from tvm_ext.markdown import fmt, table
 
-__all__ = ["compile", "CompiledModel", "CompileReport", "OpPlacement", "KernelReport", "llvm_only",
-           "max_rel_err"]
+__all__ = ["compile", "load", "CompiledModel", "CompileReport", "OpPlacement", "KernelReport", "llvm_only",
+           "max_rel_err", "report_from_parts"]
 
 _LLVM = "llvm"
 
@@ -257,96 +263,6 @@ def max_rel_err(outputs: Sequence[np.ndarray], references: Sequence[np.ndarray])
 
 
 # ---------------------------------------------------------------------------
-# Op bookkeeping: which op of the imported model ended where
-# ---------------------------------------------------------------------------
-def _claim(snapshot: list[OpPlacement], keys: Sequence[tuple[str, str]], target: str, note: str) -> None:
-    """Mark the first still-llvm op of each (op, shapes) key as running on ``target``."""
-    for op, shapes in keys:
-        for p in snapshot:
-            if p.target == _LLVM and p.op == op and p.shapes == shapes and not p.note:
-                p.target, p.note = target, note
-                break
-
-
-def _removed(before: list[tuple[str, str]], after: list[tuple[str, str]]) -> list[tuple[str, str]]:
-    left = Counter(after)
-    gone = []
-    for key in before:
-        if left[key] > 0:
-            left[key] -= 1
-        else:
-            gone.append(key)
-    return gone
-
-
-# ---------------------------------------------------------------------------
-# Offload configuration
-# ---------------------------------------------------------------------------
-class _Engine(NamedTuple):
-    config: Any  # EngineConfig
-    platform: Any  # Platform
-    name: str
-    explicit: bool  # the caller gave the config (tuning records do not replace it)
-
-
-def _engine(spmm_engine: Any) -> _Engine | None:
-    """The Sextans engine from None / a platform name / a dict / a Platform."""
-    if spmm_engine is None or spmm_engine is False:
-        return None
-    from tvm_ext.spmm_engine.config import Platform, get_platform
-    from tvm_ext.spmm_engine.preprocess import resolve_config
-
-    config = None
-    platform = spmm_engine
-    if isinstance(spmm_engine, dict):
-        unknown = set(spmm_engine) - {"platform", "config"}
-        if unknown:
-            raise ConfigError(f"spmm_engine: unknown keys {sorted(unknown)}; use 'platform' and 'config'")
-        platform, config = spmm_engine.get("platform"), spmm_engine.get("config")
-    elif spmm_engine is True:
-        platform = None
-    elif not isinstance(spmm_engine, (str, Platform)):
-        raise ConfigError(f"spmm_engine: expected a platform name, dict or Platform, got {type(spmm_engine).__name__}")
-    try:
-        plat = get_platform(platform)
-    except (KeyError, ValueError) as e:
-        raise ConfigError(f"spmm_engine: {e}") from None
-    return _Engine(resolve_config(config), plat, plat.name, config is not None)
-
-
-def _extern_symbols(mod: Any) -> list[str]:
-    """Symbols of every ``call_dps_packed`` in ``main`` (in order, with repeats)."""
-    from tvm import relax
-
-    out: list[str] = []
-
-    def visit(e):
-        if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.call_dps_packed":
-            f = e.args[0]
-            if isinstance(f, relax.ExternFunc):
-                out.append(str(f.global_symbol))
-
-    relax.analysis.post_order_visit(mod["main"], visit)
-    return out
-
-
-def _accel_partition(mod: Any, accel: Any, knobs: Any = None):
-    """Run the accelerator BYOC; returns (module, new kernel symbols, system name, EngineTuning)."""
-    try:
-        from tvm_ext.accel.byoc import partition_for_accel
-        from tvm_ext.accel.system_graph import load_system
-    except ImportError as e:
-        raise ConfigError(f"accel={accel!r}: the accelerator BYOC is not available ({e})") from None
-    from tvm_ext.compile_steps.engine_records import tuned_accel_approach
-
-    system = load_system(None if accel is True else accel)
-    approach, tuning = tuned_accel_approach(knobs, system)
-    before = set(_extern_symbols(mod))
-    mod = partition_for_accel(mod, system, approach=approach, baseline=False)
-    return mod, set(_extern_symbols(mod)) - before, system.name, tuning
-
-
-# ---------------------------------------------------------------------------
 # The compiled model
 # ---------------------------------------------------------------------------
 class CompiledModel:
@@ -363,6 +279,9 @@ class CompiledModel:
         import tvm
         from tvm import relax
 
+        from tvm_ext.runtime_functions import register_runtime_functions
+
+        register_runtime_functions()  # idempotent; the VM resolves the offloaded calls when it loads
         self.built = built
         self.specs = specs
         self.report = report
@@ -370,7 +289,28 @@ class CompiledModel:
         self._simulated = simulated or {}
         self._reporters = reporters or {}
         self.last_outputs: list[np.ndarray] | None = None
+        self._source: tuple[Any, Any] | None = None  # (IRModule, target) it was built from, for export
         self.vm = relax.VirtualMachine(built, tvm.cpu(0))
+
+    def export_library(self, path: Any) -> None:
+        """Write the compiled module (offloaded programs and report included) as a shared library;
+        :func:`load` opens it in any process that imports ``tvm_ext``.
+
+        Kernels registered in this process only (the llvm sparse executor, the fused GCN layer) cannot
+        be exported: a :class:`ConfigError` names them."""
+        in_process = [k.name for k in self.report.kernels if k.name in self._packed]
+        if in_process:
+            raise ConfigError(f"export_library: kernels {in_process} live in this process only (llvm sparse "
+                              "executor / fused GCN); compile with spmm_engine=... or sparse_threshold=0 to export")
+        try:
+            self.built.export_library(str(path))
+        except Exception:  # noqa: BLE001 - a library loaded from the kernel cache cannot be saved again
+            if self._source is None:
+                raise
+            import tvm
+
+            ir, target = self._source
+            tvm.compile(ir, target=target).export_library(str(path))
 
     def __iter__(self):
         return iter((self, self.report))
@@ -405,7 +345,6 @@ class CompiledModel:
         """Run ``main`` on numpy arrays (positional or by name); outputs are views of the VM's buffers."""
         return self._call(*inputs, **named)
 
-
     def time(self, *inputs: Any, repeat: int = 3, min_repeat_ms: int = 50) -> float:
         """Wall seconds per call of the whole module (simulated kernels run their simulators)."""
         import tvm
@@ -420,11 +359,13 @@ class CompiledModel:
 
         args = self._tensors(inputs or self.random_inputs())
         marks = {name: rep.mark() for name, rep in self._reporters.items()}
-        prof = profile(self.built, args, packed=self._packed, simulated=set(self._simulated))
+        prof = profile(self.built, args, packed=self._packed, simulated=set(self._simulated) | set(RUNTIME_FUNCTIONS))
         by_name = {k.name: k for k in self.report.kernels}
         for k in self.report.kernels:
             k.calls, k.seconds, k.cycles, k.simulated_seconds, k.traffic = 0, None, None, None, {}
         for st in prof.stats:
+            if st.symbol in RUNTIME_FUNCTIONS:  # offloaded programs: counted by their kernels below
+                continue
             k = by_name.get(st.symbol)
             if k is None:
                 k = KernelReport(st.symbol, self._simulated.get(st.symbol, _LLVM),
@@ -436,10 +377,11 @@ class CompiledModel:
                 prev = (k.seconds or 0.0) * (k.calls - st.calls)
                 k.seconds = (prev + st.seconds * st.calls) / k.calls
         for name, rep in self._reporters.items():
-            for symbol, cycles, seconds, traffic in rep.since(marks[name]):
+            for symbol, calls, cycles, seconds, traffic in rep.since(marks[name]):
                 k = by_name.get(symbol)
                 if k is None:
                     continue
+                k.calls += int(calls)
                 k.cycles = (k.cycles or 0) + int(cycles)
                 k.simulated_seconds = (k.simulated_seconds or 0.0) + float(seconds)
                 for level, nbytes in traffic.items():
@@ -451,186 +393,49 @@ class CompiledModel:
         return self.report
 
 
-class _SextansReporter:
-    """Reads the Sextans engine's per-call offload reports of this model's symbols."""
+class _ProgramReporter:
+    """Reads the counters the runtime kernels of this model's offloaded programs keep themselves
+    (calls, simulated cycles, time and traffic: exact totals, however many calls ran)."""
 
-    def __init__(self, symbols: set[str]):
-        self.symbols = set(symbols)
+    def __init__(self, kernels: dict[str, tuple[str, bytes]]):
+        self.kernels = dict(kernels)  # symbol -> (runtime function, program digest)
 
-    def mark(self) -> int:
-        from tvm_ext.spmm_engine.byoc import offload_reports
+    def _counters(self) -> dict[str, Any]:
+        import importlib
 
-        return len(offload_reports())
+        from tvm_ext.byoc_common import KernelCounters
 
-    def since(self, mark: int):
-        from tvm_ext.spmm_engine.byoc import offload_reports
+        out = {}
+        for symbol, (runtime, digest) in self.kernels.items():
+            module = importlib.import_module(RUNTIME_FUNCTIONS[runtime][0])
+            out[symbol] = module.kernel_counters(digest) or KernelCounters()
+        return out
 
-        for r in offload_reports()[mark:]:
-            if r.symbol in self.symbols:
-                yield r.symbol, r.cycles, r.seconds, {f"hbm.{k}": v for k, v in r.traffic.items()}
+    def mark(self) -> dict[str, Any]:
+        return self._counters()
 
+    def since(self, mark: dict[str, Any]):
+        """(symbol, calls, cycles, seconds, traffic) of each kernel that ran since ``mark``."""
+        for symbol, now in self._counters().items():
+            d = now.minus(mark[symbol])
+            if d.calls:
+                yield symbol, d.calls, d.cycles, d.seconds, d.traffic
 
-class _AccelReporter:
-    """Reads the accelerator's call log; each call costs its function's (static) schedule."""
-
-    def __init__(self, symbols: set[str]):
-        self.symbols = set(symbols)
-
-    def mark(self) -> int:
-        from tvm_ext.accel.byoc import call_log
-
-        return len(call_log())
-
-    def since(self, mark: int):
-        from tvm_ext.accel.byoc import call_log, function_report
-
-        for symbol, _ in call_log()[mark:]:
-            if symbol in self.symbols:
-                r = function_report(symbol)
-                yield symbol, r.cycles, r.seconds, dict(r.bytes_by_level)
+    def totals(self) -> dict[str, Any]:
+        """Every kernel's counters since it was loaded in this process."""
+        return self._counters()
 
 
 # ---------------------------------------------------------------------------
 # compile
 # ---------------------------------------------------------------------------
-def _prepare(mod):
-    """Decompose BN for inference, merge repeated subexpressions (a frontend re-transposes a
-    recurrent weight at every step), fold constants (weights transposed once, at compile time)."""
-    from tvm import relax
-
-    mod = relax.transform.DecomposeOpsForInference()(mod)
-    mod = relax.transform.EliminateCommonSubexpr()(mod)
-    return relax.transform.FoldConstant()(mod)
-
-
-#: Layout of the convolutions left for llvm: NHWC makes the output channels the unit-stride
-#: axis, which the x86 micro-kernels vectorise (NCHW leaves the image width, often 7/14/28).
-CONV_LAYOUT = {"relax.nn.conv2d": ["NHWC", "OHWI"]}
-
-
-def _legalize_and_fuse(mod, conv_layout: bool = True):
-    """(ConvertLayout to NHWC +) LegalizeOps + FuseOps + FuseTIR; also returns each fused
-    kernel's member op names."""
-    import tvm
-    from tvm import relax
-
-    if conv_layout:
-        mod = relax.transform.ConvertLayout(CONV_LAYOUT)(mod)
-    mod = tvm.transform.Sequential([relax.transform.LegalizeOps(), relax.transform.AnnotateTIROpPattern(),
-                                    relax.transform.FoldConstant(), relax.transform.FuseOps()])(mod)
-    members: dict[str, list[str]] = {}
-    for gv, func in mod.functions.items():
-        if isinstance(func, relax.Function) and func.attrs is not None and "Primitive" in func.attrs:
-            names = []
-
-            def visit(e, names=names):
-                if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.call_tir":
-                    names.append(e.args[0].name_hint)
-
-            relax.analysis.post_order_visit(func, visit)
-            members[gv.name_hint] = names
-    mod = relax.transform.FuseTIR()(mod)
-    return relax.transform.DeadCodeElimination()(mod), members
-
-
-def _kernel_reports(mod, schedules: dict, members: dict[str, list[str]]) -> list[KernelReport]:
-    import re
-
-    out = []
-    for name, how in schedules.items():
-        ops = [re.sub(r"\d+$", "", m) for m in members.get(name, [name])]
-        out.append(KernelReport(name, _LLVM, how.how, "; ".join(x for x in (how.detail, how.reason) if x), ops))
-    return out
-
-
-@dataclass
-class _Build:
-    """What the compile steps share: the module, the op snapshot and what each step registered."""
-
-    mod: Any
-    snapshot: list[OpPlacement]
-    kernels: list[KernelReport] = field(default_factory=list)
-    packed: dict[str, Any] = field(default_factory=dict)  # llvm kernels registered from Python -> timer
-    simulated: dict[str, str] = field(default_factory=dict)  # simulated kernel symbol -> target
-    reporters: dict[str, Any] = field(default_factory=dict)
-    phases: dict[str, float] = field(default_factory=dict)
-    clock: float = field(default_factory=time.perf_counter)
-    engine_tuning: list[Any] = field(default_factory=list)
-
-    def phase(self, name: str) -> None:
-        now = time.perf_counter()
-        self.phases[name] = round(self.phases.get(name, 0.0) + now - self.clock, 4)
-        self.clock = now
-
-
-def _offload_sparse(b: _Build, tgt: Any, engine: Any, threshold: float, fuse_gcn: bool):
-    """Step 2: sparse-constant matmuls -> sparse executor / fused GCN / Sextans stand-ins."""
-    from tvm_ext.compile_steps.sparse_offload import offload_sparse_matmuls
-
-    b.mod, rewrites, stand_ins = offload_sparse_matmuls(b.mod, target=tgt, engine=engine,
-                                                        engine_name=engine.name if engine else "",
-                                                        threshold=threshold, fuse_gcn=fuse_gcn)
-    for rw in rewrites:
-        where = "sextans" if rw.where == "sextans" else f"llvm/{rw.where}"
-        detail = rw.detail + (f"; {rw.fallback}" if rw.fallback else "")
-        _claim(b.snapshot, rw.keys, where, detail)
-        if rw.kernel is not None:
-            b.packed[rw.symbol] = rw.kernel.time
-            b.kernels.append(KernelReport(rw.symbol, where, rw.where, detail, [lbl.split("(")[0] for lbl in rw.ops]))
-    return rewrites, stand_ins
-
-
-def _offload_accel(b: _Build, accel: Any, knobs: Any) -> str:
-    """Step 3a: the matrix accelerator's BYOC (weights lifted to arguments for its patterns)."""
-    from tvm_ext.compile_steps.constants import lift_constants
-
-    n_inputs = len(b.mod["main"].params)
-    mod, weights = lift_constants(b.mod)
-    ops_before = op_calls(mod["main"])
-    mod, syms, label, tuning = _accel_partition(mod, accel, knobs)
-    b.engine_tuning.append(tuning)
-    b.mod = _bind_back(mod, n_inputs, weights)  # constants again for llvm (folded, layout-converted)
-    _claim(b.snapshot, _removed(ops_before, op_calls(b.mod["main"])), "accel", f"accelerator {label}")
-    b.simulated.update({s: "accel" for s in syms})
-    b.reporters["accel"] = _AccelReporter(syms)
-    b.kernels += [KernelReport(s, "accel", "simulated", f"matrix accelerator {label}, approach {_approach_of(s)}")
-                  for s in sorted(syms)]
-    for p in b.snapshot:
-        if p.target == _LLVM and not p.note and p.op in ("matmul", "nn.conv2d"):
-            p.note = "not offloaded: no accelerator pattern accepted it"
-    return label
-
-
-def _approach_of(symbol: str) -> str:
-    from tvm_ext.accel.byoc import function_report
-
-    return function_report(symbol).approach
-
-
-def _offload_sextans(b: _Build, engine: _Engine, rewrites: list, knobs: Any) -> None:
-    """Step 3b: the Sextans engine's BYOC over the sparse products marked for it (tuned knobs applied).
-
-    ``knobs``: the tuning database's checked knob records (or None).
-    """
-    from tvm_ext.compile_steps.engine_records import EngineTuning, tuned_sextans_config
-    from tvm_ext.spmm_engine import paper_knobs
-    from tvm_ext.spmm_engine.byoc import partition_for_sextans
-
-    if engine.explicit:
-        b.engine_tuning.append(EngineTuning("sextans", paper_knobs(engine.config), "explicit config"))
-    else:
-        products = [(rw.matrix, rw.n_cols) for rw in rewrites if rw.where == "sextans"]
-        config, tuning = tuned_sextans_config(knobs, products, engine.config, engine.name)
-        engine = engine._replace(config=config)
-        b.engine_tuning.append(tuning)
-
-    before = set(_extern_symbols(b.mod))
-    b.mod = partition_for_sextans(b.mod, engine.config, engine.platform)
-    syms = set(_extern_symbols(b.mod)) - before
-    b.simulated.update({s: "sextans" for s in syms})
-    b.reporters["sextans"] = _SextansReporter(syms)
-    b.kernels += [KernelReport(s, "sextans", "simulated", f"Sextans HBM engine, platform {engine.name}", ["matmul"])
-                  for s in sorted(syms)]
+#: Report phase of each pass of the pipeline.
+_PHASES = {"tvm_ext.PrepareForInference": "prepare", "tvm_ext.AnnotateOpIds": "prepare",
+           "tvm_ext.OffloadSparseMatmuls": "sparse", "tvm_ext.PartitionForAccel": "byoc",
+           "tvm_ext.PartitionForSextans": "byoc", "tvm_ext.MaterializePackedCalls": "byoc",
+           "tvm_ext.ConvertConvLayout": "legalize", "tvm_ext.LegalizeAndFuse": "legalize",
+           "tvm_ext.ApplyTuningRecords": "schedule", "tvm_ext.TensorizeOrDefault": "schedule",
+           "tvm_ext.PrepackWeights": "prepack"}
 
 
 def _check_options(sparse_threshold: float, tensorize: str) -> None:
@@ -640,10 +445,47 @@ def _check_options(sparse_threshold: float, tensorize: str) -> None:
         raise ConfigError(f"tensorize={tensorize!r}: choose 'measure', 'always' or 'never'")
 
 
+def report_from_parts(parts: dict[str, Any], *, target: str, spmm_engine: str | None = None,
+                      tuning_db: str | None = None, compile_seconds: float = 0.0,
+                      phases: dict[str, float] | None = None) -> CompileReport:
+    """A :class:`CompileReport` from what the compiled module records
+    (:func:`tvm_ext.compile_steps.placement.report_parts`)."""
+    from tvm_ext.compile_steps.engine_records import EngineTuning
+
+    ops = [OpPlacement(o["index"], o["op"], o["shapes"], o["target"], o["note"]) for o in parts["ops"]]
+    _note_unsupported(ops, accel=parts.get("accel") is not None)
+    kernels = [KernelReport(k["name"], k["target"], k["schedule"], k["detail"], list(k["ops"]))
+               for k in parts["kernels"]]
+    return CompileReport(target, parts.get("accel"), spmm_engine, tuning_db, ops, kernels, compile_seconds,
+                         dict(phases or {}), engine_tuning=[EngineTuning(**t) for t in parts["engine_tuning"]])
+
+
+def _model(built: Any, specs, report: CompileReport, parts: dict[str, Any]) -> CompiledModel:
+    """The :class:`CompiledModel` of a built module: its kernels' timers and counters wired up."""
+    from tvm_ext.compile_steps.sparse_offload import packed_kernel
+
+    packed, simulated, programs = {}, {}, {}
+    for k in parts["kernels"]:
+        if k.get("in_process"):
+            kernel = packed_kernel(k["name"])
+            if kernel is None:
+                raise ConfigError(f"kernel {k['name']!r} was registered by another process; recompile the model")
+            packed[k["name"]] = kernel.time
+        elif "digest" in k:
+            simulated[k["name"]] = k["target"]
+            programs[k["name"]] = (k["runtime"], bytes.fromhex(k["digest"]))
+    reporters = {"programs": _ProgramReporter(programs)} if programs else {}
+    return CompiledModel(built, specs, report, packed=packed, simulated=simulated, reporters=reporters)
+
+
 def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any = None, tuning_db: Any = None,
             tensorize: str = "measure", sparse_threshold: float = 0.1, fuse_gcn: bool = True,
             measure: bool = False, inputs: Sequence[Any] | None = None) -> CompiledModel:  # noqa: A001
     """Compile a Relax module with every extension; returns a :class:`CompiledModel`.
+
+    Runs the passes of :func:`tvm_ext.pipeline.optimization_passes` (the same as
+    ``tvm.compile(mod, target, relax_pipeline=tvm_ext.pipeline(...))``), reads the report
+    from the compiled module, and builds through the kernel cache.
 
     * ``target``: the host llvm target (default: :func:`tvm_ext.target.default_target`);
     * ``accel``: ``"default"``, a config name/path/dict or a ``SystemGraph``: offload what the
@@ -660,88 +502,102 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     """
     import tvm_ffi
 
-    from tvm_ext.compile_steps.engine_records import knob_report
-    from tvm_ext.compile_steps.llvm_schedule import schedule_module, tuning_database
-    from tvm_ext.compile_steps.sparse_offload import materialize_packed
+    from tvm_ext.compile_steps.placement import report_parts
     from tvm_ext.kernel_cache import get_or_build
+    from tvm_ext.pipeline import AttachReport, optimization_passes
 
     t0 = time.perf_counter()
     mod = _relax_module(mod)
     tgt = _llvm_target(target)
     _check_options(sparse_threshold, tensorize)
-    engine = _engine(spmm_engine)
-    db = tuning_database(tuning_db)
-    knobs = knob_report(tuning_db)
     specs = input_specs(mod)
-
-    t1 = time.perf_counter()
-    mod = _prepare(mod)  # 1
-    b = _Build(mod, [OpPlacement(i, op, shapes, _LLVM) for i, (op, shapes) in enumerate(op_calls(mod["main"]))],
-               clock=t1)
-    b.phase("prepare")
-    rewrites, stand_ins = _offload_sparse(b, tgt, engine, sparse_threshold, fuse_gcn)  # 2
-    b.phase("sparse")
-    # 3: the accelerator first (MergeCompositeFunctions cannot look through extern calls), then Sextans
-    accel_label = _offload_accel(b, accel, knobs) if accel not in (None, False) else None
-    if engine is not None and any(rw.where == "sextans" for rw in rewrites):
-        _offload_sextans(b, engine, rewrites, knobs)
-    _note_unsupported(b.snapshot)
-    b.mod = materialize_packed(b.mod, stand_ins)
-    b.phase("byoc")
-    b.mod, members = _legalize_and_fuse(b.mod)  # 4
-    b.phase("legalize")
-    b.mod, schedules = schedule_module(b.mod, target=tgt, db=db, tensorize=tensorize)
-    b.phase("schedule")
-    b.mod, schedules, members = _prepack(b.mod, tgt, schedules, members)
-    b.phase("prepack")
-    signature = ("tvm_ext.compile", tvm_ffi.structural_hash(b.mod), tensorize)  # 5: constants are hashed too
-    built = get_or_build(signature, lambda: b.mod, tgt)
-    b.phase("build")
-    report = CompileReport(str(tgt.attrs.get("mcpu", tgt.kind.name)), accel_label, engine.name if engine else None,
-                           str(tuning_db) if tuning_db is not None else None, b.snapshot,
-                           _kernel_reports(b.mod, schedules, members) + b.kernels, time.perf_counter() - t0,
-                           b.phases, engine_tuning=b.engine_tuning)
-    model = CompiledModel(built, specs, report, packed=b.packed, simulated=b.simulated, reporters=b.reporters)
+    passes = optimization_passes(accel=accel, spmm_engine=spmm_engine, tuning_db=tuning_db, tensorize=tensorize,
+                                 sparse_threshold=sparse_threshold, fuse_gcn=fuse_gcn, target=tgt)
+    phases: dict[str, float] = {}
+    clock = time.perf_counter()
+    with tgt:
+        for p in passes:
+            mod = p(mod)
+            now = time.perf_counter()
+            phase = _PHASES.get(str(p.info.name), str(p.info.name))
+            phases[phase] = round(phases.get(phase, 0.0) + now - clock, 4)
+            clock = now
+    parts = report_parts(mod)
+    signature = ("tvm_ext.compile", tvm_ffi.structural_hash(mod), tensorize)  # constants are hashed too
+    mod = AttachReport()(mod)
+    built = get_or_build(signature, lambda: mod, tgt)
+    phases["build"] = round(time.perf_counter() - clock, 4)
+    engine = parts_engine_name(spmm_engine)
+    report = report_from_parts(parts, target=str(tgt.attrs.get("mcpu", tgt.kind.name)), spmm_engine=engine,
+                               tuning_db=str(tuning_db) if tuning_db is not None else None,
+                               compile_seconds=time.perf_counter() - t0, phases=phases)
+    model = _model(built, specs, report, parts)
+    model._source = (mod, tgt)
     if measure or inputs is not None:
         model.profile(*(inputs or model.random_inputs()))
     return model
 
 
-def _prepack(mod: Any, tgt: Any, schedules: dict, members: dict) -> tuple[Any, dict, dict]:
-    """Step 4b: constant weights packed at compile time (kernels renamed ``*_prepacked``)."""
-    from dataclasses import replace
+def parts_engine_name(spmm_engine: Any) -> str | None:
+    """The Sextans platform name of an ``spmm_engine`` option (None when off)."""
+    if spmm_engine in (None, False):
+        return None
+    from tvm_ext.compile_steps.passes import resolve_engine
 
-    from tvm_ext.compile_steps.weight_prepack import PREPACKED_SUFFIX, prepack_weights
-
-    mod, marked = prepack_weights(mod, tgt)
-    for name, params in marked.items():
-        if name in schedules:
-            how = schedules.pop(name)
-            note = f"weights {', '.join(params)} packed at compile time"
-            schedules[name + PREPACKED_SUFFIX] = replace(how, name=name + PREPACKED_SUFFIX,
-                                                         detail="; ".join(x for x in (how.detail, note) if x))
-        if name in members:
-            members[name + PREPACKED_SUFFIX] = members.pop(name)
-    return mod, schedules, members
+    return resolve_engine(spmm_engine).name
 
 
-def _bind_back(mod: Any, n_inputs: int, values: Sequence[np.ndarray]) -> Any:
-    """Bind the lifted weight parameters of ``main`` (those after the first ``n_inputs``) as constants."""
+def load(path: Any) -> CompiledModel:
+    """Open a model written by :meth:`CompiledModel.export_library` (in any process): the module,
+    its offloaded programs (run by the runtime functions ``import tvm_ext`` registers) and its report.
+
+    >>> import os, tempfile
+    >>> from tvm import relax
+    >>> bb = relax.BlockBuilder()
+    >>> x = relax.Var("x", relax.TensorType((2, 3), "float32"))
+    >>> with bb.function("main", [x]):
+    ...     with bb.dataflow():
+    ...         y = bb.emit_output(relax.op.nn.relu(x))
+    ...     _ = bb.emit_func_output(y)
+    >>> path = os.path.join(tempfile.mkdtemp(), "relu.so")
+    >>> compile(bb.get()).export_library(path)
+    >>> m = load(path)
+    >>> m.input_names, [p.target for p in m.report.ops]
+    (['x'], ['llvm'])
+    """
+    import json
+    from pathlib import Path
+
+    import tvm
     from tvm import relax
 
-    if not values:
-        return mod
-    names = [p.name for p in mod["main"].params[n_inputs:]]
-    return relax.transform.BindParams("main", dict(zip(names, values)))(mod)
+    from tvm_ext.pipeline import REPORT_FUNCTION
+    from tvm_ext.runtime_functions import register_runtime_functions
+
+    if not Path(str(path)).is_file():
+        raise InputError(f"load: no such file {str(path)!r}")
+    register_runtime_functions()
+    try:
+        lib = tvm.runtime.load_module(str(path))
+        vm = relax.VirtualMachine(lib, tvm.cpu(0))
+        raw = vm[REPORT_FUNCTION]()
+    except Exception as e:  # noqa: BLE001 - not a library TVM can open, or not one tvm_ext exported
+        raise InputError(f"load: {str(path)!r} is not a model exported by tvm_ext "
+                         f"({type(e).__name__}: {str(e).splitlines()[0][:120] if str(e) else ''})") from None
+    parts = json.loads(np.from_dlpack(raw).tobytes())
+    specs = [(n, tuple(s), d) for n, s, d in parts["inputs"]]
+    report = report_from_parts(parts, target=str(parts.get("target", "llvm")))
+    return _model(lib, specs, report, parts)
 
 
-def _note_unsupported(snapshot: list[OpPlacement]) -> None:
+def _note_unsupported(ops: list[OpPlacement], accel: bool = False) -> None:
     """Say, for each op left on llvm, why and how it runs there."""
-    for p in snapshot:
+    for p in ops:
         if p.target != _LLVM or p.note:
             continue
         if p.op in ("matmul", "nn.conv2d"):
-            p.note = "dense: llvm kernel, x86 tensorize where it measures faster (see kernels)"
+            p.note = ("not offloaded: no accelerator pattern accepted it" if accel else
+                      "dense: llvm kernel, x86 tensorize where it measures faster (see kernels)")
         else:
             p.note = "no extension takes this op: llvm default schedule"
 

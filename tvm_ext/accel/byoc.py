@@ -1,16 +1,22 @@
-"""The accelerator as a Relax BYOC target: partitioning, the ``relax.ext.accel`` codegen, runtime kernels.
+"""The accelerator as a Relax BYOC target: partitioning, code generation, the runtime kernel.
 
 :func:`partition_for_accel` runs ``FuseOpsByPattern`` (the checked patterns
-of :mod:`~tvm_ext.accel.patterns`, ``bind_constants=False`` so weights stay
-parameters), ``MergeCompositeFunctions`` (neighbouring offloaded ops become
-one function, hence one instruction stream with on-chip reuse between them)
-and ``RunCodegen``.  The codegen, registered as ``relax.ext.accel``, turns
-each offloaded function into a :class:`~tvm_ext.accel.workload.Workload`
-(:mod:`~tvm_ext.accel.translate`), schedules it (§3) and registers, under the
-function's ``global_symbol``, an :class:`AccelKernel`: a DPS packed function
-that runs the simulator (functional, numpy) on the call's tensors.  Since the
-schedule is static, its cycles (and the kernel-library baseline's) are known
-at compile time: :func:`function_report`.
+of :mod:`~tvm_ext.accel.patterns`, registered in TVM's pattern registry;
+``bind_constants=False`` so weights stay parameters),
+``MergeCompositeFunctions`` (neighbouring offloaded ops become one function,
+hence one instruction stream with on-chip reuse between them) and
+:func:`lower_accel`, the code generator: each offloaded function becomes a
+:class:`~tvm_ext.accel.workload.Workload` (:mod:`~tvm_ext.accel.translate`),
+is scheduled (§3), and its call sites become
+``R.call_dps_packed("tvm_ext.accel.run", program, *args)``, where ``program``
+(a ``uint8`` constant of the module) holds the function, the system graph
+and the instruction stream.  The runtime function (registered when
+``tvm_ext`` is imported, :mod:`tvm_ext.runtime_functions`) decodes a program
+once per process into an :class:`AccelKernel` that runs the functional
+simulator on the call's tensors, so a compiled module exports and loads
+like any TVM module.  Since the schedule is static, its cycles (and the
+kernel-library baseline's) are known at compile time and travel in the
+program: :func:`function_report`, :func:`program_report`.
 
 >>> [p[0] for p in __import__("tvm_ext.accel.patterns", fromlist=["x"]).pattern_table()][-1]
 'accel.matmul'
@@ -18,26 +24,30 @@ at compile time: :func:`function_report`.
 from __future__ import annotations
 
 import hashlib
+import json
 import threading
-from dataclasses import asdict, dataclass, field
+import zlib
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 import numpy as np
 
-from tvm_ext.byoc_common import ReportLog, composite_names, register_kernel, tag_symbols
+from tvm_ext.byoc_common import (KernelCounters, ProgramKernels, composite_names, lower_codegen_calls, pack_program,
+                                 tag_symbols)
 from tvm_ext.errors import ShapeError
 
 from .approach import ApproachChoice, approach_name
 from .patterns import CODEGEN, pattern_table
 from .system_graph import SystemGraph, load_system
 
-__all__ = ["FunctionReport", "AccelKernel", "partition_for_accel", "function_report", "function_reports",
-           "call_log", "system_tag", "offloaded"]
+__all__ = ["FunctionReport", "AccelKernel", "partition_for_accel", "lower_accel", "function_report",
+           "function_reports", "program_report", "run_program", "system_tag", "offloaded", "RUNTIME_FUNCTION"]
+
+#: The runtime function every offloaded call goes through (:mod:`tvm_ext.runtime_functions`).
+RUNTIME_FUNCTION = "tvm_ext.accel.run"
 
 _lock = threading.Lock()
-_REPORTS: dict[str, "FunctionReport"] = {}
-_CALLS = ReportLog()
-_APPROACHES: dict[str, Any] = {}
+_REPORTS: dict[str, "FunctionReport"] = {}  # symbol -> report of the functions compiled or loaded here
 
 
 @dataclass
@@ -70,34 +80,48 @@ class FunctionReport:
 
 
 def function_report(symbol: str) -> FunctionReport:
+    """The report of an offloaded function compiled (or loaded from a module) in this process."""
     with _lock:
         return _REPORTS[symbol]
 
 
 def function_reports() -> dict[str, FunctionReport]:
-    """Every offloaded function compiled in this process, by symbol."""
+    """Every offloaded function compiled or loaded in this process, by symbol."""
     with _lock:
         return dict(_REPORTS)
 
 
-def call_log() -> list[tuple[str, int]]:
-    """(symbol, call number) of every offloaded call run so far (oldest first)."""
-    return _CALLS.items()
+def _report_from(d: dict[str, Any]) -> FunctionReport:
+    names = {f.name for f in fields(FunctionReport)}
+    return FunctionReport(**{k: v for k, v in d.items() if k in names})
+
+
+def program_report(program: Any) -> FunctionReport:
+    """The compile-time report carried in an accelerator program (``uint8`` constant or tensor)."""
+    from tvm_ext.byoc_common import read_program
+
+    header, _ = read_program(program)
+    return _report_from(header["report"])
 
 
 class AccelKernel:
-    """The DPS packed function of one offloaded function: ``kernel(*inputs, *outputs)``."""
+    """The simulator of one offloaded function: ``kernel(*inputs, *outputs)`` (DPS)."""
 
-    def __init__(self, symbol: str, workload, schedule):
+    def __init__(self, symbol: str, workload, schedule, report: FunctionReport):
         from .simulator import FunctionalSimulator
 
         self.symbol = symbol
         self.workload = workload
         self.schedule = schedule
+        self.report = report
         self.sim = FunctionalSimulator(schedule)
         self.n_in = len(workload.inputs)
         self._lock = threading.Lock()
-        self.calls = 0
+        self.counters = KernelCounters()
+
+    @property
+    def calls(self) -> int:
+        return self.counters.calls
 
     def __call__(self, *args: Any) -> None:
         wl = self.workload
@@ -109,16 +133,62 @@ class AccelKernel:
             self.sim.load(ins)
             self.sim.run(self.schedule.stream)
             outs = self.sim.outputs()
-            self.calls += 1
-            with _lock:
-                if self.symbol in _REPORTS:
-                    _REPORTS[self.symbol].calls = self.calls
+            c = self.counters
+            c.calls += 1
+            c.cycles += int(round(self.report.cycles))
+            c.seconds += float(self.report.seconds)
+            for level, nbytes in self.report.bytes_by_level.items():
+                c.traffic[level] = c.traffic.get(level, 0) + int(nbytes)
+            self.report.calls = c.calls
         for t, n in zip(args[self.n_in:], wl.outputs):
             t.copyfrom(np.ascontiguousarray(outs[n]))
-        _CALLS.append((self.symbol, self.calls))
 
 
-def _compile_function(func, system: SystemGraph, approach, baseline: bool) -> None:
+def _kernel_from_program(header: dict[str, Any], body: memoryview) -> AccelKernel:
+    """Rebuild the kernel of a program: workload from the function, tiles from the system, the stream as stored."""
+    import tvm
+
+    from .lowering import legalize, lower_workload
+    from .scheduler import Schedule
+    from .stream import InstructionStream
+    from .tiles import unroll
+    from .translate import translate_function
+
+    data = json.loads(zlib.decompress(bytes(body)))
+    symbol = str(header["symbol"])
+    system = SystemGraph.from_json(data["system"])
+    wl = legalize(translate_function(tvm.ir.load_json(data["function"]), name=symbol), system)
+    tiles = unroll(wl, lower_workload(wl, system))
+    stream = InstructionStream.from_dict(data["stream"])
+    sched = Schedule(wl, system, str(data["approach"]), tiles, np.arange(tiles.n), stream, {}, {})
+    report = _report_from(header["report"])
+    with _lock:
+        _REPORTS.setdefault(symbol, report)
+        report = _REPORTS[symbol]
+    return AccelKernel(symbol, wl, sched, report)
+
+
+_KERNELS = ProgramKernels(_kernel_from_program)
+
+
+def run_program(program: Any, *args: Any) -> None:
+    """The runtime function ``tvm_ext.accel.run``: run the program's function on ``args`` (inputs, outputs)."""
+    _KERNELS.get(program)(*args)
+
+
+def kernel_counters(digest: bytes) -> KernelCounters | None:
+    """Calls and simulated cost of the kernel of ``digest`` so far (None when it never ran here)."""
+    k = _KERNELS.find(digest)
+    if k is None:
+        return None
+    with k._lock:
+        return k.counters.copy()
+
+
+def _compile_function(func, system: SystemGraph, approach, baseline: bool) -> np.ndarray:
+    """Schedule one offloaded function; returns its program (and registers its kernel)."""
+    import tvm
+
     from .kernel_library import schedule_kl
     from .timing import time_stream
     from .translate import translate_function
@@ -135,9 +205,15 @@ def _compile_function(func, system: SystemGraph, approach, baseline: bool) -> No
         kl = time_stream(schedule_kl(wl, system).stream, system)
         report.cycles_kl = kl.cycles
         report.bytes_by_level_kl = dict(kl.bytes_by_level)
-    register_kernel(symbol, AccelKernel(symbol, wl, sched))
+    body = json.dumps({"system": system.to_json(), "function": tvm.ir.save_json(func),
+                       "stream": sched.stream.to_dict(), "approach": sched.approach}).encode()
+    header = {"codegen": CODEGEN, "symbol": symbol, "report": report.to_dict(), "ops": report.ops,
+              "detail": f"matrix accelerator {system.name}, approach {report.approach}"}
+    program = pack_program(header, zlib.compress(body, 6))
     with _lock:
         _REPORTS[symbol] = report
+    _KERNELS.put(program, AccelKernel(symbol, sched.workload, sched, report))
+    return program
 
 
 def _best_schedule(wl, system: SystemGraph, approach):
@@ -154,24 +230,27 @@ def _best_schedule(wl, system: SystemGraph, approach):
     return best
 
 
-def _codegen(funcs, options, constant_names):
-    """``relax.ext.accel``: schedule every offloaded function and register its simulator kernel."""
-    opts = dict(options) if options is not None else {}
-    system = SystemGraph.from_json(str(opts["system"])) if "system" in opts else load_system()
-    approach = _APPROACHES.get(str(opts.get("approach", "")))
-    baseline = bool(int(opts.get("baseline", 1)))
-    for f in funcs:
-        _compile_function(f, system, approach, baseline)
-    return []
+def _out_types(call: Any) -> Any:
+    from tvm import relax
+
+    ty = call.ty
+    return list(ty.fields) if isinstance(ty, relax.TupleType) else ty
 
 
-def _register_codegen() -> None:
-    import tvm_ffi
+def lower_accel(mod: Any, system: SystemGraph, approach: Any = None, baseline: bool = True) -> Any:
+    """The accelerator's code generator: every ``Codegen="accel"`` function -> a program constant and
+    ``R.call_dps_packed("tvm_ext.accel.run", program, *args)`` at each call site."""
+    from tvm import relax
 
-    tvm_ffi.register_global_func(f"relax.ext.{CODEGEN}", _codegen, override=True)
+    programs: dict[Any, np.ndarray] = {}
 
+    def lower(gv, func, call):
+        if gv not in programs:
+            programs[gv] = _compile_function(func, system, approach, baseline)
+        return relax.call_dps_packed(RUNTIME_FUNCTION, [relax.const(programs[gv]), *call.args],
+                                     out_ty=_out_types(call))
 
-_register_codegen()
+    return lower_codegen_calls(mod, CODEGEN, lower)
 
 
 def system_tag(system: SystemGraph, approach: Any = None) -> str:
@@ -184,39 +263,24 @@ def partition_for_accel(mod: Any, config: "SystemGraph | str | dict | None" = No
                         baseline: bool = True) -> Any:
     """Offload every supported subgraph of ``mod`` to the accelerator ``config`` (default graph).
 
-    Returns the module after ``RunCodegen``: offloaded functions are
-    ``R.call_dps_packed`` calls to kernels registered in this process;
-    everything else is left for llvm.  ``baseline`` also schedules the
-    kernel-library version of each function for its report.
+    Returns the module after code generation: offloaded functions are
+    ``R.call_dps_packed("tvm_ext.accel.run", program, ...)`` calls whose
+    program is a constant of the module; everything else is left for llvm.
+    ``baseline`` also schedules the kernel-library version of each function
+    for its report.
     """
     from tvm import relax
 
     system = load_system(config)
-    tag = system_tag(system, approach)
-    if approach is not None:
-        _APPROACHES[tag] = approach
     mod = relax.transform.FuseOpsByPattern(pattern_table(system), bind_constants=False)(mod)
     mod = relax.transform.MergeCompositeFunctions()(mod)
-    mod = tag_symbols(mod, CODEGEN, tag)
-    options = {CODEGEN: {"system": system.to_json(), "approach": tag if approach is not None else "",
-                         "baseline": "1" if baseline else "0"}}
-    mod = relax.transform.RunCodegen(options)(mod)
-    return relax.transform.DeadCodeElimination()(mod)
+    mod = tag_symbols(mod, CODEGEN, system_tag(system, approach))
+    return lower_accel(mod, system, approach, baseline)
 
 
 def offloaded(mod: Any) -> list[str]:
-    """Symbols of the accelerator kernels a partitioned module calls."""
-    from tvm import relax
+    """Symbols of the accelerator kernels a partitioned module calls (program order, no repeats)."""
+    from tvm_ext.byoc_common import read_program, runtime_programs
 
-    syms = []
-
-    def visit(e):
-        if isinstance(e, relax.Call) and getattr(e.op, "name", "") == "relax.call_dps_packed":
-            f = e.args[0]
-            if isinstance(f, relax.ExternFunc) and str(f.global_symbol) in _REPORTS:
-                syms.append(str(f.global_symbol))
-
-    for _, f in mod.functions.items():
-        if isinstance(f, relax.Function):
-            relax.analysis.post_order_visit(f, visit)
+    syms = [str(read_program(prog)[0]["symbol"]) for fn, prog in runtime_programs(mod) if fn == RUNTIME_FUNCTION]
     return list(dict.fromkeys(syms))

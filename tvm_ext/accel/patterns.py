@@ -11,7 +11,8 @@ priority order:
   (``matmul(x, permute_dims(w))``: a linear layer as the frontends import it);
 * ``accel.matmul_bias_relu``, ``accel.matmul_bias``, ``accel.matmul``.
 
-Each pattern carries a check: the matched subgraph is translated
+The default system's table is in TVM's pattern registry (:func:`register`,
+run when TVM loads after ``import tvm_ext``).  Each pattern carries a check: the matched subgraph is translated
 (:mod:`~tvm_ext.accel.translate`) and mapped onto the system's instructions
 (:mod:`~tvm_ext.accel.lowering`); when that fails (unsupported shape or
 dtype, an instruction no unit runs) the subgraph stays on llvm and the
@@ -27,7 +28,7 @@ from typing import Any
 
 from tvm_ext.errors import TvmExtError
 
-__all__ = ["CODEGEN", "pattern_table", "rejections", "clear_rejections"]
+__all__ = ["CODEGEN", "pattern_table", "register", "rejections", "clear_rejections"]
 
 CODEGEN = "accel"
 _lock = threading.Lock()
@@ -108,3 +109,12 @@ def pattern_table(system: Any = None) -> list[tuple]:
 
     sysg = load_system(system)
     return [(name, pat, {}, _check(sysg, name)) for name, pat in _raw_patterns()]
+
+
+def register() -> None:
+    """Put the default system's checked patterns in TVM's pattern registry, so that
+    ``tvm.relax.backend.pattern_registry.get_patterns_with_prefix("accel")`` finds them
+    (highest priority first, as :func:`pattern_table` lists them)."""
+    from tvm.relax.backend.pattern_registry import register_patterns
+
+    register_patterns(list(reversed(pattern_table())))  # the registry puts later entries first

@@ -35,9 +35,13 @@ from typing import Any
 import numpy as np
 
 from tvm_ext.compile_steps.ops import op_key
+from tvm_ext.compile_steps.placement import op_id
 
 __all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "materialize_packed", "DEFAULT_THRESHOLD",
-           "DEFAULT_MIN_ELEMENTS"]
+           "DEFAULT_MIN_ELEMENTS", "PACKED_ATTR", "packed_kernel"]
+
+#: PrimFunc attribute of a stand-in: the symbol of the packed kernel it stands for.
+PACKED_ATTR = "tvm_ext.packed"
 
 #: Density at or below which a constant matmul operand counts as sparse.
 DEFAULT_THRESHOLD = 0.1
@@ -57,6 +61,7 @@ class SparseRewrite:
     detail: str
     ops: list[str] = field(default_factory=list)  # what it replaced, readable
     keys: list[tuple[str, str]] = field(default_factory=list)  # ops.op_key of the replaced op calls
+    op_ids: list[int | None] = field(default_factory=list)  # placement.op_id of the replaced op calls
     kernel: Any = None  # the registered callable (llvm kernels: has .time())
     fallback: str = ""  # why a preferred placement was not used
     matrix: Any = None  # the sparse constant (CSR), kept for Sextans' tuning records
@@ -138,10 +143,19 @@ class _FusedGcnKernel:
         return float(self.layer.time(x.numpy(), w.numpy(), repeat=3))
 
 
+_PACKED: dict[str, Any] = {}  # symbol -> kernel registered in this process (content-named: one per matrix)
+
+
 def _register(symbol: str, kernel: Any) -> None:
     import tvm_ffi
 
+    _PACKED[symbol] = kernel
     tvm_ffi.register_global_func(symbol, kernel, override=True)
+
+
+def packed_kernel(symbol: str) -> Any:
+    """The kernel registered under ``symbol`` in this process (it has ``time(*inputs)``), else None."""
+    return _PACKED.get(symbol)
 
 
 def _make_mutator():
@@ -169,6 +183,7 @@ def _make_mutator():
             lhs, rhs = call.args
             o = self.options
             self._key = op_key(op)
+            self._id = op_id(op)
             A = sparse_constant(lhs, o["threshold"], o["min_elements"])
             if A is not None and _shape(rhs) is not None and len(_shape(rhs)) == 2:
                 return self._sparse_lhs(A, rhs)
@@ -184,7 +199,7 @@ def _make_mutator():
         def _placeholder(self, symbol: str, args: list, out_shape: tuple[int, int]):
             """``call_tir`` of a stand-in PrimFunc, swapped for ``call_dps_packed(symbol)`` by
             :func:`materialize_packed` (BYOC partitioning cannot look through extern calls)."""
-            stand_in = _stand_in([_shape(a) for a in args], out_shape).with_attr("tvm_ext.packed", symbol)
+            stand_in = _stand_in([_shape(a) for a in args], out_shape).with_attr(PACKED_ATTR, symbol)
             gv = self.builder_.add_func(stand_in, "tvm_ext_packed")  # the attr keeps two kernels apart
             self.placeholders[gv.name_hint] = symbol
             return relax.call_tir(gv, args, out_ty=relax.TensorType(out_shape, "float32"))
@@ -212,7 +227,7 @@ def _make_mutator():
             _register(symbol, kernel)
             self.rewrites.append(SparseRewrite("sparse-executor", symbol, A.shape, int(A.nnz), n,
                                                f"{plan.label} executor ({plan.choice.reason})", [label],
-                                               [self._key], kernel, fallback))
+                                               [self._key], [self._id], kernel, fallback))
             return self._placeholder(symbol, [B], (A.shape[0], n))
 
         def _sextans(self, A, B, label):
@@ -225,7 +240,7 @@ def _make_mutator():
             n = _shape(B)[1]
             self.rewrites.append(SparseRewrite("sextans", "", A.shape, int(A.nnz), n,
                                                f"Sextans engine ({self.options['engine_name']})", [label],
-                                               [self._key], matrix=A))
+                                               [self._key], [self._id], matrix=A))
             return relax.call_tir(self.spmm_gv, [*csr, B], out_ty=relax.TensorType((A.shape[0], n), "float32"))
 
         def _gcn_fused(self, A, B, label):
@@ -256,7 +271,7 @@ def _make_mutator():
             self.rewrites.append(SparseRewrite(
                 "gcn-fused", symbol, A.shape, int(A.nnz), ws[1],
                 f"GOGETA-fused GCN layer (A·X)·W, steps {layer.steps}", [inner_label, label],
-                [op_key(inner, B), self._key], kernel))
+                [op_key(inner, B), self._key], [op_id(inner), self._id], kernel))
             return self._placeholder(symbol, [X, W], (A.shape[0], ws[1]))
 
     return _SparseMatmuls
@@ -272,10 +287,16 @@ def _stand_in(in_shapes: list, out_shape: tuple[int, int]):
     return te.create_prim_func([*ins, out]).without_attr("global_symbol")
 
 
-def materialize_packed(mod: Any, placeholders: dict[str, str]) -> Any:
-    """Replace the stand-in ``call_tir``s by ``R.call_dps_packed`` to the registered kernels."""
+def materialize_packed(mod: Any, placeholders: dict[str, str] | None = None) -> Any:
+    """Replace the stand-in ``call_tir``s by ``R.call_dps_packed`` to the registered kernels.
+
+    ``placeholders``: stand-in name -> symbol; by default read from the stand-ins' ``tvm_ext.packed`` attribute."""
+    import tvm
     from tvm import relax
 
+    if placeholders is None:
+        placeholders = {gv.name_hint: str(f.attrs[PACKED_ATTR]) for gv, f in mod.functions.items()
+                        if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and PACKED_ATTR in f.attrs}
     if not placeholders:
         return mod
 

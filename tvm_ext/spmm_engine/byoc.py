@@ -1,18 +1,23 @@
-"""Sextans BYOC, compiler side: patterns, the ``relax.ext.sextans`` codegen and offload reports.
+"""Sextans BYOC, compiler side: patterns, code generation, the runtime kernel and its reports.
 
 Flow (guide §5): ``FuseOpsByPattern(PATTERNS, bind_constants=False,
 annotate_codegen=True)`` wraps each ``sextans_spmm`` / ``sextans_spmm_axpby``
-call (see :mod:`~tvm_ext.spmm_engine.relax_op`) in its own function marked
+call (see :mod:`~tvm_ext.spmm_engine.relax_op`; the patterns are in TVM's
+pattern registry under ``sextans``) in its own function marked
 ``Codegen="sextans"``; the symbols get a tag naming the engine/platform
-configuration; ``RunCodegen`` calls :func:`_codegen`, which registers, under
-each function's ``global_symbol``, a DPS packed function ``f(*inputs, out)``
-running the engine; the call site becomes ``R.call_dps_packed``.
+configuration; :func:`lower_sextans`, the code generator, turns each call
+site into ``R.call_dps_packed("tvm_ext.sextans.run", program, ...)``.
 
-At run time the kernel rebuilds A from the CSR tensors, preprocesses it
-(schedule + encode; cached per matrix content, as a host driver would keep
-the prepared stream of a constant weight), runs the functional simulator and
-the cycle/HBM model, writes C and appends an :class:`OffloadReport` (cycles,
-time, GFLOP/s, HBM bytes per matrix class) to :func:`offload_reports`.
+The program (a ``uint8`` constant of the module) holds the configuration,
+the platform and, when the sparse operand is a constant, its preprocessed
+non-zero stream (Q pointers + 64-bit words per pass; the CSR arguments are
+then dropped).  A sparse operand passed at run time is preprocessed by the
+runtime kernel instead (cached per matrix content, as a host driver would
+keep the prepared stream of a constant weight).  The runtime function,
+registered when ``tvm_ext`` is imported, decodes a program once per process
+into a kernel that runs the functional simulator and the cycle/HBM model,
+writes C and keeps its own counters and last :class:`OffloadReport`
+(:func:`offload_reports`, :func:`kernel_counters`).
 
 Every call is offloaded one by one (``annotate_codegen`` instead of
 ``MergeCompositeFunctions``), so two adjacent SpMMs stay two engine runs.
@@ -24,6 +29,9 @@ Every call is offloaded one by one (``annotate_codegen`` instead of
 from __future__ import annotations
 
 import hashlib
+import io
+import itertools
+import json
 import threading
 from collections import OrderedDict
 from dataclasses import asdict, dataclass, field
@@ -31,28 +39,23 @@ from typing import Any
 
 import numpy as np
 
-from tvm_ext.byoc_common import ReportLog, composite_names, register_kernel, tag_symbols
+from tvm_ext.byoc_common import (KernelCounters, ProgramKernels, lower_codegen_calls, pack_program, tag_symbols)
 from tvm_ext.errors import MappingError, ShapeError
 from tvm_ext.spmm_engine.config import EngineConfig, Platform, get_platform
+from tvm_ext.spmm_engine.encoding import EncodedPass, SextansProgram
 from tvm_ext.spmm_engine.perf_model import model
 from tvm_ext.spmm_engine.preprocess import preprocess, resolve_config
-from tvm_ext.spmm_engine.relax_op import SPMM_AXPBY_FUNC, SPMM_FUNC
+from tvm_ext.spmm_engine.relax_op import CODEGEN, sextans_patterns
 from tvm_ext.spmm_engine.simulator import simulate
 
 __all__ = ["CODEGEN", "PATTERNS", "OffloadReport", "offload_reports", "clear_offload_reports",
-           "partition_for_sextans", "compile_relax", "config_tag"]
+           "partition_for_sextans", "lower_sextans", "compile_relax", "config_tag", "run_program",
+           "kernel_counters", "RUNTIME_FUNCTION"]
 
-CODEGEN = "sextans"
+#: The runtime function every offloaded call goes through (:mod:`tvm_ext.runtime_functions`).
+RUNTIME_FUNCTION = "tvm_ext.sextans.run"
 
-
-def _patterns():
-    from tvm.relax.dpl import is_call_tir
-
-    return [(f"{CODEGEN}.spmm_axpby", is_call_tir(SPMM_AXPBY_FUNC)),
-            (f"{CODEGEN}.spmm", is_call_tir(SPMM_FUNC))]
-
-
-PATTERNS = _patterns()
+PATTERNS = sextans_patterns()
 
 
 @dataclass(frozen=True)
@@ -87,17 +90,20 @@ class OffloadReport:
         return d
 
 
-_reports = ReportLog(max_len=10_000)  # the oldest are dropped beyond this
+_sequence = itertools.count()  # orders the kernels' last calls for offload_reports()
 
 
 def offload_reports() -> list[OffloadReport]:
-    """Reports of every offloaded call run so far in this process (oldest first)."""
-    return _reports.items()
+    """The last call's report of every engine kernel that ran since :func:`clear_offload_reports`
+    (kernels in the order of those calls)."""
+    last = [k.last for _, k in _KERNELS.items() if k.last is not None]
+    return [r for _, r in sorted(last, key=lambda x: x[0])]
 
 
 def clear_offload_reports() -> None:
-    """Forget the collected reports."""
-    _reports.clear()
+    """Forget the kernels' last reports (their counters keep counting)."""
+    for _, k in _KERNELS.items():
+        k.last = None
 
 
 def config_tag(config: EngineConfig, platform: Platform) -> str:
@@ -134,24 +140,63 @@ def _program(config: EngineConfig, indptr, indices, data, shape) -> tuple[Any, b
     return prog, True
 
 
-class _EngineKernel:
-    """The DPS packed function registered for one offloaded call."""
+# ---------------------------------------------------------------------------
+# Programs: the engine program of a constant matrix, serialised
+# ---------------------------------------------------------------------------
+def _json_default(o: Any) -> Any:
+    return o.item() if hasattr(o, "item") else list(o)
 
-    def __init__(self, symbol: str, composite: str, config: EngineConfig, platform: Platform):
+
+def _encode_matrix(prog: SextansProgram) -> tuple[dict[str, Any], bytes]:
+    arrays = {}
+    for p in prog.passes:
+        arrays[f"q{p.index}"], arrays[f"w{p.index}"] = p.q, p.words
+    buf = io.BytesIO()
+    np.savez(buf, **arrays)
+    meta = {"shape": list(prog.shape), "nnz": int(prog.nnz), "config": prog.config.to_json(),
+            "passes": [[p.index, p.row0, p.rows] for p in prog.passes],
+            "stats": json.loads(json.dumps(prog.stats, default=_json_default))}
+    return meta, buf.getvalue()
+
+
+def _decode_matrix(meta: dict[str, Any], body: memoryview) -> SextansProgram:
+    with np.load(io.BytesIO(bytes(body))) as z:
+        passes = tuple(EncodedPass(index=int(i), row0=int(r0), rows=int(n), q=z[f"q{i}"], words=z[f"w{i}"])
+                       for i, r0, n in meta["passes"])
+    return SextansProgram(shape=tuple(meta["shape"]), nnz=int(meta["nnz"]),
+                          config=EngineConfig.from_json(meta["config"]), passes=passes, stats=meta["stats"])
+
+
+class _EngineKernel:
+    """The simulator of one offloaded call site: ``kernel([csr...,] B, [C_in, alpha_beta,] out)``."""
+
+    def __init__(self, symbol: str, composite: str, config: EngineConfig, platform: Platform,
+                 matrix: SextansProgram | None = None):
         self.symbol, self.composite = symbol, composite
         self.config, self.platform = config, platform
+        self.matrix = matrix  # prepared at compile time (constant operand), else None
+        self._lock = threading.Lock()
+        self.counters = KernelCounters()
+        self.last: tuple[int, OffloadReport] | None = None
 
     def __call__(self, *args: Any) -> None:
         *inputs, out = args
         arrays = [t.numpy() for t in inputs]
-        indptr, indices, data, B = arrays[:4]
         M, N = (int(x) for x in out.shape)
-        if indptr.shape[0] != M + 1:
-            raise ShapeError(f"{self.symbol}: indptr has {indptr.shape[0]} entries, C has {M} rows")
+        if self.matrix is None:
+            indptr, indices, data, B = arrays[:4]
+            rest = arrays[4:]
+            if indptr.shape[0] != M + 1:
+                raise ShapeError(f"{self.symbol}: indptr has {indptr.shape[0]} entries, C has {M} rows")
+            program, fresh = _program(self.config, indptr, indices, data, (M, B.shape[0]))
+        else:
+            B, rest = arrays[0], arrays[1:]
+            program, fresh = self.matrix, False
+            if program.shape != (M, B.shape[0]):
+                raise ShapeError(f"{self.symbol}: A is {program.shape}, B has {B.shape[0]} rows, C {M}")
         C, alpha, beta = None, 1.0, 0.0
         if self.composite.endswith("spmm_axpby"):
-            C, (alpha, beta) = arrays[4], (float(arrays[5][0]), float(arrays[5][1]))
-        program, fresh = _program(self.config, indptr, indices, data, (M, B.shape[0]))
+            C, (alpha, beta) = rest[0], (float(rest[1][0]), float(rest[1][1]))
         result = simulate(program, B, C, alpha=alpha, beta=beta)
         perf = model(program, N, self.platform)
         report = OffloadReport(
@@ -162,39 +207,98 @@ class _EngineKernel:
             bubbles=int(program.stats["bubbles"]), preprocessed=fresh,
             stages={k: v.seconds for k, v in perf.stages.items()},
         )
-        _reports.append(report)
+        with self._lock:
+            c = self.counters
+            c.calls += 1
+            c.cycles += int(perf.cycles)
+            c.seconds += float(perf.seconds)
+            for k, v in perf.traffic.items():
+                c.traffic[f"hbm.{k}"] = c.traffic.get(f"hbm.{k}", 0) + int(v)
+            self.last = (next(_sequence), report)
         out.copyfrom(result)
 
 
-def _codegen(funcs, options, constant_names):
-    """``relax.ext.sextans``: register one engine kernel per offloaded function."""
-    opts = dict(options) if options is not None else {}
-    cfg = EngineConfig.from_json(str(opts["config"])) if "config" in opts else EngineConfig()
-    plat = Platform.from_json(str(opts["platform"])) if "platform" in opts else get_platform()
-    for f in funcs:
-        symbol = str(f.attrs["global_symbol"])
-        comps = composite_names(f)
+def _kernel_from_program(header: dict[str, Any], body: memoryview) -> _EngineKernel:
+    matrix = _decode_matrix(header["matrix"], body) if header.get("matrix") else None
+    return _EngineKernel(str(header["symbol"]), str(header["composite"]), EngineConfig.from_json(header["config"]),
+                         Platform.from_json(header["platform"]), matrix)
+
+
+_KERNELS = ProgramKernels(_kernel_from_program)
+
+
+def run_program(program: Any, *args: Any) -> None:
+    """The runtime function ``tvm_ext.sextans.run``: one engine run of the program's SpMM on ``args``."""
+    _KERNELS.get(program)(*args)
+
+
+def kernel_counters(digest: bytes) -> KernelCounters | None:
+    """Calls and simulated cost of the kernel of ``digest`` so far (None when it never ran here)."""
+    k = _KERNELS.find(digest)
+    if k is None:
+        return None
+    with k._lock:
+        return k.counters.copy()
+
+
+def _constant_csr(args: list) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    import tvm
+
+    if all(isinstance(a, tvm.ir.expr.Constant) for a in args[:3]):
+        return tuple(a.value.numpy() for a in args[:3])
+    return None
+
+
+def lower_sextans(mod: Any, config: EngineConfig, platform: Platform) -> Any:
+    """The engine's code generator: each call of a ``Codegen="sextans"`` function -> a program constant and
+    ``R.call_dps_packed("tvm_ext.sextans.run", program, ...)``; a constant sparse operand is preprocessed
+    here and travels in the program."""
+    from tvm import relax
+
+    from tvm_ext.byoc_common import composite_names
+
+    used: dict[str, int] = {}
+
+    def lower(gv, func, call):
+        symbol = str(func.attrs["global_symbol"])
+        used[symbol] = used.get(symbol, 0) + 1
+        if used[symbol] > 1:  # one function serves several call sites: one kernel (and name) per site
+            symbol = f"{symbol}_{used[symbol] - 1}"
+        comps = composite_names(func)
         if len(comps) != 1:  # annotate_codegen wraps exactly one composite per function
             raise MappingError(f"{symbol}: expected one Sextans composite, found {comps}")
-        register_kernel(symbol, _EngineKernel(symbol, comps[0], cfg, plat))
-    return []
+        header = {"codegen": CODEGEN, "symbol": symbol, "composite": comps[0], "config": config.to_json(),
+                  "platform": platform.to_json(), "matrix": None, "ops": ["matmul"],
+                  "detail": f"Sextans HBM engine, platform {platform.name}"}
+        args, body, matrix = list(call.args), b"", None
+        csr = _constant_csr(args)
+        if csr is not None:
+            M = int(call.ty.shape.values[0])
+            K = int(args[3].ty.shape.values[0])
+            matrix = preprocess(_csr(csr, (M, K)), config)
+            header["matrix"], body = _encode_matrix(matrix)
+            args = args[3:]
+        program = pack_program(header, body)
+        _KERNELS.put(program, _EngineKernel(symbol, comps[0], config, platform, matrix))
+        return relax.call_dps_packed(RUNTIME_FUNCTION, [relax.const(program), *args], out_ty=call.ty)
+
+    return lower_codegen_calls(mod, CODEGEN, lower)
 
 
-def _register_codegen() -> None:
-    import tvm_ffi
+def _csr(arrays, shape):
+    import scipy.sparse as sp
 
-    tvm_ffi.register_global_func(f"relax.ext.{CODEGEN}", _codegen, override=True)
-
-
-_register_codegen()
+    indptr, indices, data = arrays
+    return sp.csr_array((data, indices, indptr), shape=shape)
 
 
 def partition_for_sextans(mod: Any, config: EngineConfig | dict | None = None,
                           platform: Platform | str | dict | None = None) -> Any:
     """Offload every sparse matmul of ``mod`` to the Sextans engine.
 
-    Returns the module after RunCodegen: each SpMM is an
-    ``R.call_dps_packed`` to a kernel registered in this process.
+    Returns the module after code generation: each SpMM is an
+    ``R.call_dps_packed("tvm_ext.sextans.run", program, ...)`` whose program
+    is a constant of the module (it exports and loads with it).
     """
     from tvm import relax
 
@@ -203,9 +307,7 @@ def partition_for_sextans(mod: Any, config: EngineConfig | dict | None = None,
     mod = relax.transform.FuseOpsByPattern(PATTERNS, bind_constants=False,
                                            annotate_codegen=True)(mod)
     mod = tag_symbols(mod, CODEGEN, config_tag(cfg, plat))
-    options = {CODEGEN: {"config": cfg.to_json(), "platform": plat.to_json()}}
-    mod = relax.transform.RunCodegen(options)(mod)
-    return relax.transform.DeadCodeElimination()(mod)
+    return lower_sextans(mod, cfg, plat)
 
 
 def compile_relax(mod: Any, signature: Any = None, *, offload: bool = True,
@@ -213,21 +315,21 @@ def compile_relax(mod: Any, signature: Any = None, *, offload: bool = True,
                   platform: Platform | str | dict | None = None, target: Any = None):
     """Build a Relax module (offloaded or on llvm) through the kernel cache; returns a VM.
 
-    The cache key is ``signature`` (optional, e.g. the model's name), a hash
-    of the module's TVMScript, and the configuration or ``"llvm"``.
+    The cache key is ``signature`` (optional, e.g. the model's name), the
+    module's structural hash, and the configuration or ``"llvm"``.
     """
-    from tvm import relax
     import tvm
+    import tvm_ffi
+    from tvm import relax
 
     from tvm_ext.kernel_cache import get_or_build
 
     cfg = resolve_config(config)
     plat = get_platform(platform)
     tag = config_tag(cfg, plat) if offload else "llvm"
-    script = hashlib.sha1(mod.script().encode()).hexdigest()[:16]
 
     def make():
         return partition_for_sextans(mod, cfg, plat) if offload else mod
 
-    built = get_or_build(("spmm_engine.relax", signature, script, tag), make, target=target)
+    built = get_or_build(("spmm_engine.relax", signature, tvm_ffi.structural_hash(mod), tag), make, target=target)
     return relax.VirtualMachine(built, tvm.cpu(0))

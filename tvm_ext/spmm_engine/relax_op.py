@@ -17,8 +17,9 @@ Relax has:
   call, Relax compiles it for the host CPU (rows in parallel, fp32
   accumulation in CSR order).
 * **Offload**: :mod:`~tvm_ext.spmm_engine.byoc` matches
-  ``is_call_tir("sextans_spmm")`` / ``is_call_tir("sextans_spmm_axpby")``,
-  and RunCodegen swaps the call for the Sextans simulator.
+  ``is_call_tir("sextans_spmm")`` / ``is_call_tir("sextans_spmm_axpby")``
+  (:func:`sextans_patterns`, also in TVM's pattern registry), and its code
+  generator swaps the call for the Sextans runtime function.
 
 >>> import scipy.sparse as sp
 >>> from tvm import relax
@@ -41,11 +42,28 @@ import numpy as np
 from tvm_ext.errors import InputError, ShapeError
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["SPMM_FUNC", "SPMM_AXPBY_FUNC", "SparseOperand", "sparse_operand", "emit_sparse_matmul",
-           "spmm_primfunc", "spmm_axpby_primfunc"]
+__all__ = ["SPMM_FUNC", "SPMM_AXPBY_FUNC", "CODEGEN", "SparseOperand", "sparse_operand", "emit_sparse_matmul",
+           "spmm_primfunc", "spmm_axpby_primfunc", "sextans_patterns", "register_patterns"]
 
 SPMM_FUNC = "sextans_spmm"
 SPMM_AXPBY_FUNC = "sextans_spmm_axpby"
+#: The BYOC codegen name (and pattern prefix) of the engine.
+CODEGEN = "sextans"
+
+
+def sextans_patterns() -> list[tuple[str, Any]]:
+    """``(name, pattern)`` of the engine's offloadable calls, highest priority first."""
+    from tvm.relax.dpl import is_call_tir
+
+    return [(f"{CODEGEN}.spmm_axpby", is_call_tir(SPMM_AXPBY_FUNC)),
+            (f"{CODEGEN}.spmm", is_call_tir(SPMM_FUNC))]
+
+
+def register_patterns() -> None:
+    """Put the engine's patterns in TVM's pattern registry (``get_patterns_with_prefix("sextans")``)."""
+    from tvm.relax.backend.pattern_registry import register_patterns as register
+
+    register(list(reversed(sextans_patterns())))  # the registry puts later entries first
 
 
 def spmm_primfunc():
