@@ -5,8 +5,8 @@ import numpy as np
 import pytest
 
 from schedules.sparse.selection import (
-    AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots, get_default_selector,
-    select_format, set_default_selector, sparse_features,
+    AnalyticCostModel, Candidate, Choice, _close_candidates, _hyb_width, _row_block, _sell_slots,
+    get_default_selector, measure_close_candidates, select_format, set_default_selector, sparse_features,
 )
 from tvm_ext.workloads import block_fem, lap2d, rmat, uniform_random
 
@@ -99,3 +99,45 @@ def test_trained_selector_is_loaded_by_name(monkeypatch):
 
 def _fixed_loader(install=False):
     return _Fixed()
+
+
+class _Close:
+    """Scores csr and ELL 5% apart, BCSR 2x2 far behind: only the first two are worth timing."""
+
+    name = "close"
+
+    def choose(self, features, n_cols):
+        scored = ((Candidate("csr"), 1.0), (Candidate.of("ell", width=features["row_length"]["max"]), 1.05),
+                  (Candidate.of("bcsr", R=2, C=2), 3.0))
+        return Choice(scored[0][0], {c.label: v for c, v in scored}, {}, "csr by fiat", self.name, scored=scored)
+
+
+def test_close_candidates_are_timed_and_the_measurement_is_in_explain():
+    from schedules.sparse import inspect
+
+    A = lap2d(40)
+    plan = inspect(A, 8, selector=_Close(), measure=True)
+    meas = plan.choice.measurement
+    assert meas is not None and set(meas.seconds) == {"csr", "ell(width=5)"}
+    assert all(t > 0 for t in meas.seconds.values()) and not meas.failed
+    assert plan.label == meas.fastest and meas.model_choice == "csr"
+    assert (meas.row_start, meas.row_stop, meas.nnz) == (0, A.shape[0], A.nnz)
+    text = plan.explain()
+    assert "measured N=8" in text and "ell(width=5)" in text and "csr" in text
+    B = np.random.default_rng(0).uniform(-1, 1, (A.shape[1], 8)).astype(plan.format.dtype)
+    np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-4, atol=1e-4)
+    # measure=False, or nothing close: the model's word stands, nothing is timed
+    assert inspect(A, 8, selector=_Close(), measure=False).choice.measurement is None
+    lone = measure_close_candidates(A, 8, _Close().choose(sparse_features(A), 8), margin=0.01)
+    assert lone.measurement is None and lone.candidate.label == "csr"
+
+
+def test_close_candidates_and_the_timed_row_block():
+    choice = _Close().choose(sparse_features(lap2d(10)), 8)
+    assert [c.label for c in _close_candidates(choice, 0.15, 3)] == ["csr", "ell(width=5)"]
+    assert [c.label for c in _close_candidates(choice, 5.0, 2)] == ["csr", "ell(width=5)"]
+    assert len(_close_candidates(choice, 5.0, 3)) == 3
+    A = lap2d(100)  # 49600 nnz
+    a, b = _row_block(A, 10_000)
+    assert 0 < a < b < A.shape[0] and abs(int(A.indptr[b] - A.indptr[a]) - 10_000) <= 5
+    assert _row_block(A, 10**6) == (0, A.shape[0])

@@ -90,11 +90,14 @@ def _forced_choice(format: str, args: dict[str, Any]) -> Choice:
 
 
 def inspect(A: Any, n_cols: int = 1, *, dtype: Any = "float32", selector: Selector | None = None,
-            format: str | None = None, **format_args: Any) -> Plan:
+            measure: bool | None = None, format: str | None = None, **format_args: Any) -> Plan:
     """Inspect ``A`` for products with ``n_cols``-column operands and build its format.
 
     ``format=`` (with its inspector arguments, e.g. ``R=2, C=2``) bypasses the
-    selector.
+    selector.  ``measure``: when candidates score within 15% of the best, time
+    them on a block of the matrix and keep the fastest (recorded in
+    :meth:`Plan.explain`); ``None`` (default) measures on matrices of 100K
+    non-zeros or more, ``False`` never.
     """
     if int(n_cols) != n_cols or n_cols < 1:
         raise InputError(f"inspect: n_cols must be a positive integer, got {n_cols!r}")
@@ -104,7 +107,7 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = "float32", selector: Select
     if format is not None:
         choice = _forced_choice(format, format_args)
     else:
-        choice = select_format(csr, int(n_cols), selector=selector, features=feats)
+        choice = select_format(csr, int(n_cols), selector=selector, features=feats, measure=measure)
     t1 = time.perf_counter()
     fmt = INSPECTORS[choice.format](csr, **choice.args)
     t2 = time.perf_counter()

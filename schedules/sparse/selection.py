@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import importlib
 import os
-from dataclasses import dataclass
+import time
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
@@ -40,6 +41,8 @@ from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 __all__ = [
     "Candidate",
     "Choice",
+    "Measurement",
+    "measure_close_candidates",
     "Selector",
     "AnalyticCostModel",
     "select_format",
@@ -78,14 +81,49 @@ class Candidate:
 
 
 @dataclass(frozen=True)
+class Measurement:
+    """Candidates timed because the model's scores were within ``margin`` of the best.
+
+    ``seconds[label]`` is the fastest of a few runs of one product with ``n_cols``
+    columns on rows ``[row_start, row_stop)`` of the matrix (``nnz`` of its
+    non-zeros; all of them on small matrices), kernels from the cache;
+    ``failed[label]`` says why a candidate could not be timed.
+    """
+
+    seconds: dict[str, float]
+    n_cols: int
+    row_start: int
+    row_stop: int
+    nnz: int
+    margin: float
+    model_choice: str
+    failed: dict[str, str] = field(default_factory=dict)
+    spent_seconds: float = 0.0
+
+    @property
+    def fastest(self) -> str:
+        return min(self.seconds, key=self.seconds.get)
+
+    def describe(self) -> str:
+        """One line: the timings, fastest first."""
+        ranked = sorted(self.seconds.items(), key=lambda kv: kv[1])
+        timed = ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in ranked)
+        return (f"measured N={self.n_cols} on rows [{self.row_start}, {self.row_stop}) "
+                f"({self.nnz} nnz) in {self.spent_seconds * 1e3:.0f} ms: {timed}")
+
+
+@dataclass(frozen=True)
 class Choice:
-    """The selected candidate, every score, and why."""
+    """The selected candidate, every score, and why (``measurement`` when candidates were timed)."""
 
     candidate: Candidate
     scores: dict[str, float]
     excluded: dict[str, str]
     reason: str
     selector: str
+    measurement: Measurement | None = None
+    #: the scored candidates themselves (``scores`` is keyed by their labels)
+    scored: tuple[tuple[Candidate, float], ...] = ()
 
     @property
     def format(self) -> str:
@@ -221,7 +259,8 @@ class AnalyticCostModel:
         csr = scores[Candidate("csr")]
         reason = (f"{best.label}: {scores[best] / 1e6:.3g} MB modelled traffic vs csr "
                   f"{csr / 1e6:.3g} MB ({csr / scores[best]:.2f}x less) for N={n_cols}")
-        return Choice(best, {c.label: s for c, s in scores.items()}, excluded, reason, self.name)
+        return Choice(best, {c.label: s for c, s in scores.items()}, excluded, reason, self.name,
+                      scored=tuple(scores.items()))
 
 
 #: ``module:function`` returning a trained :class:`Selector` (or None); read
@@ -263,16 +302,104 @@ def get_default_selector() -> Selector:
     return _default_selector
 
 
+#: ``inspect(measure=None)`` times close candidates on matrices with at least this many non-zeros.
+MEASURE_MIN_NNZ = 100_000
+#: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle).
+MEASURE_NNZ = 400_000
+
+
+def _close_candidates(choice: Choice, margin: float, top_k: int) -> list[Candidate]:
+    """The chosen candidate and up to ``top_k - 1`` others scored within ``margin`` of it."""
+    best = dict(choice.scored).get(choice.candidate)
+    if best is None or best <= 0:
+        return [choice.candidate]
+    close = sorted(((v, c) for c, v in choice.scored if c != choice.candidate and v <= best * (1.0 + margin)),
+                   key=lambda vc: vc[0])
+    return [choice.candidate] + [c for _, c in close[:max(top_k - 1, 0)]]
+
+
+def _row_block(csr: Any, max_nnz: int) -> tuple[int, int]:
+    """Rows ``[a, b)`` from the middle of ``csr`` holding about ``max_nnz`` non-zeros (all rows if fewer)."""
+    m, nnz = csr.shape[0], csr.nnz
+    if nnz <= max_nnz:
+        return 0, m
+    first = int(np.searchsorted(csr.indptr, (nnz - max_nnz) // 2, side="right")) - 1
+    last = int(np.searchsorted(csr.indptr, csr.indptr[first] + max_nnz, side="left"))
+    return max(first, 0), min(max(last, first + 1), m)
+
+
+def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
+                             top_k: int = 3, max_nnz: int = MEASURE_NNZ, repeat: int = 5,
+                             target: Any = None) -> Choice:
+    """Time the candidates scored within ``margin`` of the choice; keep the fastest.
+
+    Up to ``top_k`` candidates (the model's choice first) are built on a
+    contiguous block of about ``max_nnz`` non-zeros from the middle of the
+    matrix (the whole matrix when smaller; executors take any size, so the
+    kernels come from the cache) and run ``repeat`` times at ``n_cols``
+    columns; the fastest run counts.  Returns ``choice`` unchanged when no other candidate is close,
+    else a :class:`Choice` naming the fastest, with the :class:`Measurement`.
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> A = lap2d(30)
+    >>> c = measure_close_candidates(A, 8, select_format(A, 8), margin=10.0, top_k=2)
+    >>> len(c.measurement.seconds), c.candidate.label == c.measurement.fastest
+    (2, True)
+    """
+    from schedules.sparse.executors import build_executor
+    from schedules.sparse.inspectors import INSPECTORS
+
+    cands = _close_candidates(choice, margin, top_k)
+    if len(cands) < 2:
+        return choice
+    t0 = time.perf_counter()
+    a, b = _row_block(csr, max_nnz)
+    block = csr[a:b] if (a, b) != (0, csr.shape[0]) else csr
+    rng = np.random.default_rng(0)
+    B = rng.uniform(-1.0, 1.0, (csr.shape[1], n_cols) if n_cols > 1 else csr.shape[1]).astype(csr.dtype)
+    kind = "spmv" if n_cols == 1 else "spmm"
+    seconds: dict[str, float] = {}
+    failed: dict[str, str] = {}
+    for cand in cands:
+        try:
+            exe = build_executor(INSPECTORS[cand.format](block, **cand.args), n_cols, kind=kind, target=target)
+            # the fastest run: the kernel's own time, least disturbed by other load
+            seconds[cand.label] = float(exe.time(B, repeat=repeat, number=1, min_repeat_ms=0).min)
+        except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
+            failed[cand.label] = f"{type(err).__name__}: {err}"
+    if not seconds:
+        return choice
+    meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
+                       time.perf_counter() - t0)
+    fastest = next(c for c in cands if c.label == meas.fastest)
+    if fastest == choice.candidate:
+        reason = f"{choice.reason}; confirmed by timing: {meas.describe()}"
+    else:
+        reason = (f"{fastest.label}: fastest when timed, over the {choice.selector} model's "
+                  f"{choice.candidate.label} ({choice.reason}); {meas.describe()}")
+    return replace(choice, candidate=fastest, reason=reason, measurement=meas)
+
+
 def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
-                  features: dict[str, Any] | None = None) -> Choice:
-    """Pick a representation for ``A @ B`` with ``B`` of ``n_cols`` columns."""
+                  features: dict[str, Any] | None = None, measure: bool | None = False,
+                  margin: float = 0.15) -> Choice:
+    """Pick a representation for ``A @ B`` with ``B`` of ``n_cols`` columns.
+
+    ``measure``: time the candidates scored within ``margin`` of the best
+    (:func:`measure_close_candidates`) and keep the fastest; ``None`` does so
+    on matrices of :data:`MEASURE_MIN_NNZ` non-zeros or more.
+    """
     feats = features if features is not None else sparse_features(A)
     chooser = selector or get_default_selector()
     try:
-        return chooser.choose(feats, n_cols)
+        choice = chooser.choose(feats, n_cols)
     except Exception as err:  # a learned model that fails must not take the plugin down
         if chooser is AnalyticCostModel or isinstance(chooser, AnalyticCostModel):
             raise
         choice = AnalyticCostModel().choose(feats, n_cols)
-        return Choice(choice.candidate, choice.scores, choice.excluded,
-                      f"{choice.reason} (fallback: {chooser.name} failed: {err})", "analytic")
+        choice = replace(choice, reason=f"{choice.reason} (fallback: {chooser.name} failed: {err})")
+    if measure is None:
+        measure = feats["nnz"] >= MEASURE_MIN_NNZ
+    if measure:
+        choice = measure_close_candidates(canonical_csr(A, allow_nan=True), int(n_cols), choice, margin=margin)
+    return choice

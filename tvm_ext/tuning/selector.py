@@ -35,7 +35,7 @@ import json
 import math
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Iterable, Sequence
 
@@ -275,15 +275,15 @@ class LearnedSelector:
         known = [c for c in cands if candidate_kind(c) in self.kinds]
         if not known:
             choice = AnalyticCostModel().choose(features, n_cols)
-            return Choice(choice.candidate, choice.scores, choice.excluded,
-                          f"{choice.reason} (learned model knows none of the candidates)", "analytic")
+            return replace(choice, reason=f"{choice.reason} (learned model knows none of the candidates)")
         pred = self.predict(features, n_cols, known)
         best = int(np.argmin(pred))
         scores = {c.label: float(math.exp(p)) for c, p in zip(known, pred)}
         reason = (f"{known[best].label}: predicted {math.exp(pred[best]):.2f}x the time of csr for N={n_cols} "
                   f"(XGBoost over {len(self.feature_names)} inspector features, "
                   f"trained on {self.meta.get('train_entries', '?')} measured cases)")
-        return Choice(known[best], scores, excluded, reason, self.name)
+        return Choice(known[best], scores, excluded, reason, self.name,
+                      scored=tuple((c, float(math.exp(p))) for c, p in zip(known, pred)))
 
     # -- persistence ----------------------------------------------------------------
     def save(self, path: str | os.PathLike | None = None) -> Path:
