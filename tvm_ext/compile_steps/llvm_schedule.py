@@ -38,7 +38,11 @@ __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_sc
 PARALLEL_MIN_WORK = 1 << 14
 #: The same for blocks that evaluate transcendental functions (tens of cycles per element).
 PARALLEL_MIN_WORK_TRANSCENDENTAL = 1 << 11
-_TRANSCENDENTAL = ("T.exp(", "T.tanh(", "T.sigmoid(", "T.log(", "T.erf(", "T.pow(", "T.sqrt(", "T.exp2(")
+_TRANSCENDENTAL = frozenset({"tirx.exp", "tirx.tanh", "tirx.sigmoid", "tirx.log", "tirx.erf", "tirx.pow",
+                             "tirx.sqrt", "tirx.exp2"})
+#: Fields a statement or expression holds its children in (TIR has no Python visitor in TVM 0.27).
+_CHILDREN = ("value", "a", "b", "args", "condition", "true_value", "false_value", "body", "seq", "then_case",
+             "else_case")
 
 
 @dataclass
@@ -84,10 +88,29 @@ def _spatial_prefix(sch, block, loops) -> list:
     return list(loops[:n_spatial])
 
 
+def _calls_transcendental(node) -> bool:
+    """Whether a TIR statement or expression calls one of the :data:`_TRANSCENDENTAL` intrinsics."""
+    import tvm
+
+    stack = [node]
+    while stack:
+        n = stack.pop()
+        if isinstance(n, (list, tuple)) or type(n).__name__ == "Array":
+            stack.extend(n)
+            continue
+        if isinstance(n, tvm.ir.expr.Call) and isinstance(n.op, tvm.ir.Op) and n.op.name in _TRANSCENDENTAL:
+            return True
+        for f in _CHILDREN:
+            child = getattr(n, f, None)
+            if child is not None and not isinstance(child, (int, float, str)):
+                stack.append(child)
+    return False
+
+
 def _parallel_min_work(sch, block) -> int:
     """The iteration count from which ``block`` is worth a parallel launch."""
-    body = str(sch.get(block).body)
-    return PARALLEL_MIN_WORK_TRANSCENDENTAL if any(f in body for f in _TRANSCENDENTAL) else PARALLEL_MIN_WORK
+    return (PARALLEL_MIN_WORK_TRANSCENDENTAL if _calls_transcendental(sch.get(block).body)
+            else PARALLEL_MIN_WORK)
 
 
 def default_schedule(sch, block, threads: int | None = None) -> list[str]:
