@@ -144,10 +144,11 @@ def test_integer_pattern_and_duplicates_match_scipy(mtx_file):
         (HDR.format(field="real", sym="general") + "2 2\n1 1 3\n", "size line"),
         (HDR.format(field="real", sym="general") + "2 2 1 1\n1 1 3\n", "size line"),
         ("%%MatrixMarket matrix array pattern general\n1 1\n1\n", "coordinate format"),
+        (HDR.format(field="real", sym="general") + "2 2 1\n1 1 1\n\x0b", "line 4: invalid token '\\x0b'"),
     ],
     ids=["extra-token", "extra-token-pattern", "too-few-tokens", "too-many-entries", "int-field-float",
          "hex", "float-index", "underscore", "garbage-number", "inf", "skew-diagonal", "nonsquare-symmetric",
-         "short-size-line", "long-size-line", "array-pattern"],
+         "short-size-line", "long-size-line", "array-pattern", "vertical-tab"],
 )
 def test_malformed_entries_name_file_and_line(mtx_file, text, needle):
     p = mtx_file(text, name="bad.mtx")

@@ -298,6 +298,14 @@ def _blocks(fh: BinaryIO, path: Path, first_line: int) -> Iterator[tuple[bytes, 
         line += block.count(b"\n")
 
 
+def _token_at(block: bytes, start: int) -> str:
+    """The token starting at ``start`` (at most 40 bytes), printable, for error messages."""
+    end = start
+    while end < len(block) and end - start < 40 and not _SPACE[block[end]]:
+        end += 1
+    return block[start:end].decode("ascii", "backslashreplace")
+
+
 def _block_tokens(path: Path, block: bytes, line0: int, per_line: int):
     """Check a block's entry lines; return (tokens as an S array of shape (n, per_line), line of each entry)."""
     a = np.frombuffer(block, np.uint8)
@@ -310,7 +318,7 @@ def _block_tokens(path: Path, block: bytes, line0: int, per_line: int):
     if bad_byte.any():
         b = int(np.flatnonzero(bad_byte)[0])
         k = int(np.searchsorted(starts, b, side="right")) - 1
-        token = block[starts[k]:].split(None, 1)[0].decode("ascii", "replace")[:40]
+        token = _token_at(block, int(starts[k]))
         raise _fail(path, f"line {line0 + int(line_of[b])}: invalid token {token!r}, expected a number")
     tok_line = line_of[starts]
     lines, first, counts = np.unique(tok_line, return_index=True, return_counts=True)
@@ -339,7 +347,7 @@ def _check_chars(path: Path, tok: np.ndarray, lines: np.ndarray, table: np.ndarr
     ok = (table | _NUL)[np.ascontiguousarray(tok).view(np.uint8).reshape(tok.size, -1)].all(axis=1)
     if not ok.all():
         k = int(np.flatnonzero(~ok)[0])
-        raise _fail(path, f"line {int(lines[k])}: invalid token {tok[k].decode('ascii', 'replace')!r}, "
+        raise _fail(path, f"line {int(lines[k])}: invalid token {tok[k].decode('ascii', 'backslashreplace')!r}, "
                           f"expected {expected}")
 
 
@@ -353,7 +361,7 @@ def _parse_values(path: Path, tok: np.ndarray, lines: np.ndarray, field: str) ->
             try:
                 float(t)
             except ValueError:
-                raise _fail(path, f"line {int(lines[k])}: invalid number {t.decode('ascii', 'replace')!r}") from None
+                raise _fail(path, f"line {int(lines[k])}: invalid number {t.decode('ascii', 'backslashreplace')!r}") from None
         raise
 
 
