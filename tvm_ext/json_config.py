@@ -58,7 +58,12 @@ class _NonFinite:
 def _key_path(path: tuple) -> str:
     out = ""
     for k in path:
-        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+        if isinstance(k, int):
+            out += f"[{k}]"
+        elif k.isidentifier():
+            out += f".{k}" if out else k
+        else:
+            out += f"[{k!r}]"
     return out or "(top level)"
 
 

@@ -146,8 +146,8 @@ def _positive(x: Any) -> bool:
 
 
 def _check_str(value: Any, what: str) -> str:
-    if not isinstance(value, str) or not value:
-        raise ConfigError(f"{what} must be a non-empty string, got {value!r}")
+    if not isinstance(value, str) or not value or not value.isprintable():
+        raise ConfigError(f"{what} must be a non-empty printable string, got {value!r}")
     return value
 
 
@@ -183,7 +183,7 @@ def _template(text: str, names: Iterable[str], what: str) -> list[tuple[str, str
         if name is not None:
             if conversion is not None or spec or not name.isidentifier():
                 shown = "{" + name + ("!" + conversion if conversion else "") + (":" + spec if spec else "") + "}"
-                raise ConfigError(f"{what}: template field {shown} in {text!r} is not allowed; "
+                raise ConfigError(f"{what}: template field {shown!r} in {text!r} is not allowed; "
                                   "only plain {name} substitution of a foreach variable is")
             if name not in names:
                 raise ConfigError(f"{what}: template {text!r} uses {{{name}}}, which is not a foreach "
@@ -411,8 +411,10 @@ class SystemGraph:
 
     @staticmethod
     def _edges(e: dict, index: _NameIndex, budget: int, limit: int) -> list[MoveEdge]:
-        _need(e, ("src", "dst", "bandwidth", "latency", "issuer"), f"edge {e.get('src', '?')}->{e.get('dst', '?')}")
-        what = f"edge {e['src']}->{e['dst']}"
+        label = "->".join(v if isinstance(v, str) and v.isprintable() else repr(v)
+                          for v in (e.get("src", "?"), e.get("dst", "?")))
+        _need(e, ("src", "dst", "bandwidth", "latency", "issuer"), f"edge {label}")
+        what = f"edge {label}"
         extra = sorted(set(e) - {"src", "dst", "bandwidth", "latency", "issuer", "bidirectional"}, key=str)
         if extra:
             raise ConfigError(f"{what}: unknown field(s) {extra}")
