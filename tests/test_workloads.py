@@ -275,3 +275,19 @@ def test_canonical_input_is_reused_without_copy():
     A = lap2d(5)
     assert canonical_csr(A) is A
     assert canonical_csr(A, dtype="float32") is not A
+
+
+def test_fem_elasticity_is_pyamgs_symmetric_q1_assembly():
+    pytest.importorskip("pyamg")
+    from pyamg.gallery import linear_elasticity
+
+    from tvm_ext.workloads import fem_elasticity
+
+    A = fem_elasticity(7)
+    ref, _ = linear_elasticity((7, 7), format="csr")
+    assert _is_canonical(A) and A.shape == (98, 98)
+    assert abs(A - ref).max() == 0 and abs(A - A.T).max() < 1e-9 * abs(A).max()
+    ref.eliminate_zeros()
+    assert A.nnz == ref.nnz and np.diff(A.indptr).max() == 13  # interior: 9 nodes x 2 unknowns, minus exact zeros
+    with pytest.raises(InputError, match="at least 2"):
+        fem_elasticity(1)

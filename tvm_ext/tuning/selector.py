@@ -5,7 +5,9 @@ one learns from the machine.  The loop:
 
 1. :func:`generate_matrices`: a corpus from the workload generators (2-D/3-D
    stencils, bands, block-FEM matrices with several block sizes, R-MAT power
-   laws, uniform random), varied in size, band and block shape;
+   laws, uniform random), varied in size, band and block shape; ``"large"``
+   adds matrices of 1M non-zeros or more (HPCG's 27-point stencil, pyamg's
+   elasticity, block FEM, R-MAT) whose features are sampled estimates;
 2. :func:`build_corpus`: for every matrix and every ``N`` of B, the candidate
    formats the analytic model deems feasible (CSR, BCSR R x C, ELL, DIA, HYB,
    SELL; same inspector arguments) are *measured* with their executors;
@@ -131,13 +133,37 @@ def _row(cand, f: dict, n_cols: int) -> dict[str, float]:
 
 
 # --------------------------------------------------------------------------- corpus
+#: Matrices of 1M non-zeros or more that ``size="large"`` adds to the medium corpus.
+LARGE_MATRICES = (
+    ("lap3d27_48", "lap3d", (48,), {"points": 27}),          # HPCG's 27-point stencil, 2.9M nnz
+    ("lap2d_600", "lap2d", (600,), {}),                      # 1.8M nnz
+    ("fem3x3_40000", "block_fem", (40000, 3, 3), {}),        # 3.2M nnz in dense 3x3 blocks
+    ("rmat17", "rmat", (17,), {"edge_factor": 16}),          # power-law graph, 2M nnz
+    ("elasticity_300", "fem_elasticity", (300,), {}),        # pyamg Q1 elasticity, 3.2M nnz
+)
+
+
 def generate_matrices(size: str = "small", seed: int = 0) -> list[tuple[str, Any]]:
-    """Named corpus matrices from the generators; ``size``: ``"tiny"`` (tests), ``"small"``, ``"medium"``."""
+    """Named corpus matrices from the generators.
+
+    ``size``: ``"tiny"`` (tests), ``"small"``, ``"medium"``, or ``"large"``
+    (medium plus :data:`LARGE_MATRICES`, each of 1M non-zeros or more; the
+    pyamg elasticity matrix needs the optional pyamg package).
+    """
+    from tvm_ext import workloads
     from tvm_ext.workloads import banded, block_fem, lap2d, lap3d, rmat, uniform_random
 
+    if size == "large":
+        out = generate_matrices("medium", seed)
+        rng = np.random.default_rng(seed + 1)
+        for name, gen, args, kwargs in LARGE_MATRICES:
+            if gen in ("block_fem", "rmat"):
+                kwargs = dict(kwargs, seed=int(rng.integers(1 << 30)))
+            out.append((name, getattr(workloads, gen)(*args, **kwargs)))
+        return out
     scale = {"tiny": 0, "small": 1, "medium": 2}.get(size)
     if scale is None:
-        raise InputError(f"generate_matrices: size must be tiny, small or medium, got {size!r}")
+        raise InputError(f"generate_matrices: size must be tiny, small, medium or large, got {size!r}")
     rng = np.random.default_rng(seed)
     out: list[tuple[str, Any]] = []
     grid = (12, 24, 48)[scale]

@@ -10,6 +10,7 @@ from tvm_ext.workloads.bundled import bundled_path, list_matrices, load_matrix, 
 from tvm_ext.workloads.generators import (
     banded,
     block_fem,
+    fem_elasticity,
     lap2d,
     lap3d,
     make_spd,
@@ -42,7 +43,7 @@ from tvm_ext.workloads.validation import canonical_csr, check_dense_operand
 
 __all__ = [
     "bundled_path", "list_matrices", "load_matrix", "resolve_matrix",
-    "banded", "block_fem", "lap2d", "lap3d", "make_spd", "rmat", "uniform_random",
+    "banded", "block_fem", "fem_elasticity", "lap2d", "lap3d", "make_spd", "rmat", "uniform_random",
     "matrix_market_header", "read_matrix_market",
     "block_fill", "matrix_stats", "row_lengths", "estimate_block_fill", "BlockFillEstimate",
     "DEEPBENCH_GEMM", "DEEPBENCH_GRU", "GOGETA_TABLE2", "GOGETA_TABLE4",

@@ -5,6 +5,8 @@
   M-matrices: positive diagonal, -1 off-diagonal.
 * :func:`banded`, :func:`block_fem` (dense r x c blocks), :func:`rmat`
   (R-MAT power-law graphs), :func:`uniform_random`.
+* :func:`fem_elasticity`: 2-D Q1 linear elasticity from ``pyamg.gallery``
+  (an optional extra), a real FEM assembly with 2 x 2 node blocks.
 * :func:`make_spd` turns any square pattern into a symmetric, strictly
   diagonally dominant (hence SPD) matrix for solvers.
 
@@ -22,7 +24,7 @@ import scipy.sparse as sp
 from tvm_ext.errors import InputError
 from tvm_ext.workloads.validation import canonical_csr
 
-__all__ = ["lap2d", "lap3d", "banded", "block_fem", "rmat", "uniform_random", "make_spd"]
+__all__ = ["lap2d", "lap3d", "banded", "block_fem", "rmat", "uniform_random", "make_spd", "fem_elasticity"]
 
 
 def _positive(name: str, value: int) -> int:
@@ -235,3 +237,27 @@ def make_spd(A: Any, *, shift: float = 1.0, dtype: Any = "float64") -> sp.csr_ar
     diag = np.asarray(abs(M).sum(axis=1)).ravel() + shift
     return _finish(M + sp.diags_array(diag, format="csr"), dtype)
 
+
+
+def fem_elasticity(n: int, *, dtype: Any = "float64") -> sp.csr_array:
+    """Plane-strain linear elasticity, bilinear (Q1) elements on an ``n x n`` node grid.
+
+    ``pyamg.gallery.linear_elasticity``: SPD, two interleaved displacement
+    unknowns per node (``2 n^2`` rows; 2 x 2 node blocks, 13 non-zeros per
+    interior row once the element matrices' exact zeros are dropped).  Needs the optional ``pyamg`` package
+    (``pip install 'tvm-ext[pyamg]'``).
+
+    >>> A = fem_elasticity(10)
+    >>> A.shape, A.nnz
+    ((200, 200), 2216)
+    """
+    n = _positive("n", n)
+    if n < 2:
+        raise InputError(f"fem_elasticity: n must be at least 2 (one element), got {n}")
+    try:
+        from pyamg.gallery import linear_elasticity
+    except ImportError as err:
+        raise InputError(f"fem_elasticity needs the optional pyamg package ({err}); "
+                         "install it with: pip install 'tvm-ext[pyamg]'") from None
+    A, _ = linear_elasticity((n, n), format="csr")
+    return _finish(A, dtype)

@@ -162,10 +162,11 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     As OSKI (Vuduc, Demmel & Yelick 2005, §3.1) the blocks are counted on a
     uniform sample of block rows (at least ``min_block_rows`` per R).  Each
     block row's count ``b_i`` lies between bounds known from its size alone,
-    ``lo_i = ceil(nnz_i / (R*C))`` and ``hi_i = min(nnz_i, block columns)``; the total ``sum(lo_i) + N * mean(b_i - lo_i)``
-    is estimated from the sample, and a concentration bound on that mean
-    (:func:`_mean_deviation`, range ``max(hi_i - lo_i)``) gives an interval on
-    the block count, hence on the fill: ``bound`` is the widest deviation of
+    ``lo_i = ceil(nnz_i / (R*C))`` and ``hi_i = min(nnz_i, block columns)``;
+    the total ``sum(lo_i) + N * mean(b_i - lo_i)`` is estimated from the
+    sample, and a concentration bound on that mean (:func:`_mean_deviation`,
+    range ``max(hi_i - lo_i)``) gives an interval on the block count, hence on
+    the fill: ``bound`` is the widest deviation of
     the fill over it, valid with probability ``confidence`` per shape.
     Matrices with fewer than ``exact_below`` non-zeros are counted exactly.
 

@@ -9,7 +9,7 @@ TASK forms (see :mod:`tvm_ext.tuning.tasks`)::
     tvm-ext tune sextans NAME|FILE --n N --trials 100 --db tune.db
     tvm-ext tune accel --workload matmul --shape M K N --trials 30 --db tune.db
     tvm-ext tune spmm cora --n 64 --trials 64 --db tune.db --rpc-tracker HOST:9190 --rpc-key cpu
-    tvm-ext tune selector [--size tiny|small|medium] [--n 8 32 128] [--model PATH]
+    tvm-ext tune selector [--size tiny|small|medium|large] [--n 8 32 128] [--model PATH]
 
 ``conv`` tunes a square conv2d (batch N, HW x HW input, K x K kernel) tensorized
 with the x86 micro-kernel: NHWC data with HWIO weights, or NCHW with OIHW.
@@ -43,7 +43,8 @@ def register(subparsers, common) -> None:
     p.add_argument("--layout", default="nhwc", help="conv: nhwc (HWIO weights) or nchw (OIHW weights); default nhwc")
     p.add_argument("--n", type=int, nargs="+", help="columns of B (spmm, sextans) or right-hand sides (cg); "
                    "selector: the N values of the corpus")
-    p.add_argument("--size", default="small", help="selector: corpus size tiny, small or medium (default small)")
+    p.add_argument("--size", default="small",
+                   help="selector: corpus size tiny, small, medium or large (medium + 1M+ nnz matrices; default small)")
     p.add_argument("--model", metavar="PATH", help="selector: where to save the model (default: the user cache)")
     p.add_argument("--workload", default="matmul", help="accel: matmul or gru (default matmul)")
     p.add_argument("--system", default="default", help="accel: system graph name (default 'default')")
