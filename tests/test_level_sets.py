@@ -80,6 +80,18 @@ def test_dependence_graph_matches_bruteforce(n, density, seed, lower):
         assert np.all(p < i) if lower else np.all(p > i)
 
 
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 30), density=st.floats(0.0, 0.4), seed=st.integers(0, 10_000),
+       lower=st.booleans())
+def test_dependence_graph_of_symmetric_patterns_matches_bruteforce(n, density, seed, lower):
+    # structurally symmetric: the row-parallel TIR kernels alone build the graph
+    B = random_square(n, density, seed)
+    A = sp.csr_array(B + B.T)
+    g = dependence_graph(A, lower=lower)
+    got = {(int(s), i) for i in range(n) for s in g.predecessors(i)}
+    assert got == reference_edges(A, lower) and g.n_edges == len(got)
+
+
 def test_dependence_graph_is_linear_in_nnz():
     A = lap2d(40)
     g = dependence_graph(A)
@@ -114,6 +126,30 @@ def test_level_sets_match_reference_and_respect_dependences(n, density, seed, lo
     assert s.matrix.has_sorted_indices
     assert all(np.all(np.diff(s.matrix.indices[s.matrix.indptr[r]:s.matrix.indptr[r + 1]]) > 0)
                for r in range(n))
+
+
+@settings(max_examples=20, deadline=None)
+@given(n=st.integers(1, 60), density=st.floats(0.0, 0.3), seed=st.integers(0, 10_000),
+       lower=st.booleans(), symmetric=st.booleans())
+def test_frontier_levels_equal_the_serial_pass_and_the_reference(n, density, seed, lower,
+                                                                 symmetric):
+    A = random_square(n, density, seed)
+    if symmetric:
+        A = sp.csr_array(A + A.T)
+    serial = level_sets(A, lower=lower)
+    frontier = level_sets(A, lower=lower, method="frontier")
+    ref = reference_levels(n, reference_edges(A, lower), lower)
+    np.testing.assert_array_equal(frontier.level_of, ref)
+    np.testing.assert_array_equal(serial.level_of, ref)
+    np.testing.assert_array_equal(frontier.perm, serial.perm)
+    np.testing.assert_array_equal(frontier.level_ptr, serial.level_ptr)
+
+
+@pytest.mark.parametrize("A", [lap2d(30), lap3d(8, 27)], ids=["lap2d", "lap3d27"])
+def test_frontier_levels_on_stencils(A):
+    np.testing.assert_array_equal(level_sets(A, method="frontier").level_of, level_sets(A).level_of)
+    with pytest.raises(InputError, match="method"):
+        level_sets(A, method="bfs")
 
 
 def test_chain_is_fully_serial_and_diagonal_fully_parallel():

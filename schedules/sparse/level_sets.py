@@ -10,13 +10,24 @@ The inspector
    column ``i = colidx[jp]``, one edge between ``i`` and ``ip``, from the lower
    index to the higher; ``lower=False`` reverses every edge, as a backward or
    upper-triangular sweep needs);
-2. computes **level sets** with a topological traversal: ``level[i] = 1 + max
-   level[j]`` over the predecessors ``j`` of ``i``.  Because every edge points
-   from a lower to a higher index, natural order is a topological order, so one
-   serial pass does it; that pass is a compiled TIR kernel (a Python loop would
-   be far too slow at 1e6 rows).  The result is the same layering as SpMP's
-   ``deriveLevelSets`` "modified BFS" (Kahn's algorithm layer by layer): the
-   level of a row is the length of the longest dependence chain ending in it;
+   The loop over rows is parallel, as in the dissertation (each row ``ip``
+   writes only its own edge list): two row-parallel TIR kernels, count and
+   fill, for the (structurally symmetric) patterns of SPD matrices;
+2. computes **level sets**: ``level[i] = 1 + max level[j]`` over the
+   predecessors ``j`` of ``i``, the same layering as SpMP's ``deriveLevelSets``
+   "modified BFS" (Kahn's algorithm layer by layer): the level of a row is the
+   length of the longest dependence chain ending in it.  Two algorithms give
+   identical levels (``method=``):
+
+   * ``"frontier"``: the level-synchronous BFS, vectorised: each step takes
+     the whole frontier (one level) at once, gathers its successors, lowers
+     their in-degrees and keeps those that reach zero as the next level;
+   * ``"serial"`` (default): because every edge points from a lower to a
+     higher index, natural order is a topological order, so one compiled TIR
+     pass does it.  It is the default because it is faster on every matrix
+     measured (a few ns per edge, against the frontier's per-level numpy
+     overhead, which dominates with hundreds of levels: ``bench.solvers``
+     reports both);
 3. **reorders** the rows so that each level is contiguous (a counting sort by
    level, stable in the original index) and permutes the matrix to
    ``P A P^T`` (``reorder_data``), so executors index the permuted arrays
@@ -45,7 +56,7 @@ from tvm_ext.workloads import canonical_csr
 
 __all__ = [
     "DependenceGraph", "LevelSchedule", "dependence_graph", "level_sets", "permute_csr",
-    "schedule_of_canonical",
+    "schedule_of_canonical", "levels_by_frontier", "LEVEL_METHODS",
 ]
 
 _I32 = np.int32
@@ -134,28 +145,94 @@ class LevelSchedule:
 
 
 # --------------------------------------------------------------------------- graph
-def _split_entries(A: sp.csr_array) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Row/column of the strictly lower and strictly upper entries of ``A``."""
+def _strict_triangle_func():
+    """TIR (Listing 7.3's parallel inspector loop): each row ``ip`` builds only its own
+    edge list, so the loop over rows is parallel.  Rows are sorted, so the strictly
+    lower entries are a prefix of the row and the strictly upper ones a suffix.
+    ``count`` sizes every row's list; ``fill`` copies it after a prefix sum."""
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def count(indptr_h: T.handle, indices_h: T.handle, cnt_h: T.handle, upper: T.int32):
+        n = T.int32()
+        np1 = T.int32()
+        m = T.int32()
+        indptr = T.match_buffer(indptr_h, (np1,), "int32")
+        indices = T.match_buffer(indices_h, (m,), "int32")
+        cnt = T.match_buffer(cnt_h, (n,), "int32")
+        for ip in T.parallel(n):
+            start = T.bind(indptr[ip])
+            cnt[ip] = 0
+            for p in range(indptr[ip + 1] - start):
+                jp = T.bind(indices[start + p])
+                if (upper == 0 and jp < ip) or (upper != 0 and jp > ip):
+                    cnt[ip] = cnt[ip] + 1
+
+    @T.prim_func
+    def fill(indptr_h: T.handle, indices_h: T.handle, gptr_h: T.handle, gidx_h: T.handle,
+             upper: T.int32):
+        np1 = T.int32()
+        m = T.int32()
+        e = T.int32()
+        indptr = T.match_buffer(indptr_h, (np1,), "int32")
+        indices = T.match_buffer(indices_h, (m,), "int32")
+        gptr = T.match_buffer(gptr_h, (np1,), "int32")
+        gidx = T.match_buffer(gidx_h, (e,), "int32")
+        for ip in T.parallel(np1 - 1):
+            d = T.bind(gptr[ip])
+            size = T.bind(gptr[ip + 1] - d)
+            src = T.bind(T.if_then_else(upper != 0, indptr[ip + 1] - size, indptr[ip]))
+            for p in range(size):
+                gidx[d + p] = indices[src + p]
+
+    import tvm
+
+    return tvm.IRModule({"count": count, "fill": fill})
+
+
+def _strict_triangle(A: sp.csr_array, upper: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(indptr, indices) of the strictly lower (or upper) pattern of canonical ``A``."""
+    import tvm
+
     n = A.shape[0]
-    rows = np.repeat(np.arange(n, dtype=_I32), np.diff(A.indptr))
-    cols = A.indices
-    below = cols < rows
-    above = cols > rows
-    return rows[below], cols[below], rows[above], cols[above]
+    mod = _kernel("triangle", _strict_triangle_func)
+    indptr, indices = _tensor(A.indptr), _tensor(A.indices)
+    cnt = tvm.runtime.empty((n,), "int32", tvm.cpu(0))
+    mod["count"](indptr, indices, cnt, int(upper))
+    gptr = np.zeros(n + 1, dtype=_I32)
+    np.cumsum(cnt.numpy(), out=gptr[1:])
+    if gptr[-1] == 0:
+        return gptr, np.zeros(0, _I32)
+    gidx = tvm.runtime.empty((int(gptr[-1]),), "int32", tvm.cpu(0))
+    mod["fill"](indptr, indices, _tensor(gptr), gidx, int(upper))
+    return gptr, gidx.numpy()
 
 
 def _graph_of_canonical(A: sp.csr_array, lower: bool) -> DependenceGraph:
+    """Listing 7.3 for canonical ``A``.
+
+    The predecessors of row ``i`` (``lower=True``) are the columns ``j < i`` of
+    row ``i`` plus the rows ``j < i`` with ``A[j, i]`` stored.  For a
+    structurally symmetric ``A`` (every SPD matrix) the two sets coincide, so
+    the graph is the strictly lower pattern, extracted by the row-parallel TIR
+    kernels of :func:`_strict_triangle_func` with no sort; otherwise the
+    other triangle is transposed and merged in (scipy, linear).
+    """
     n = A.shape[0]
-    lr, lc, ur, uc = _split_entries(A)
-    # Listing 7.3: entry (ip, i) links i and ip, lower index -> higher index.
-    if lower:  # below-diagonal (r, c): r waits for c; above (r, c): c waits for r
-        dst = np.concatenate([lr, uc])
-        src = np.concatenate([lc, ur])
-    else:      # every edge reversed: higher index -> lower index
-        dst = np.concatenate([ur, lc])
-        src = np.concatenate([uc, lr])
-    G = sp.csr_array((np.ones(dst.size, dtype=np.int8), (dst, src)), shape=(n, n))
-    G.sum_duplicates()  # linear COO->CSR, then per-row sort and de-duplication
+    if n == 0 or A.nnz == 0:
+        z = np.zeros(n + 1, dtype=_I32)
+        return DependenceGraph(n, z, np.zeros(0, _I32), bool(lower))
+    own_ptr, own_idx = _strict_triangle(A, upper=not lower)
+    other_ptr, other_idx = _strict_triangle(A, upper=lower)
+    ones = lambda k: np.ones(k, dtype=np.int8)  # noqa: E731
+    other_t = sp.csr_array((ones(other_idx.size), other_idx, other_ptr), shape=A.shape).T.tocsr()
+    other_t.sort_indices()
+    if (other_t.indptr.size == own_ptr.size and np.array_equal(other_t.indptr, own_ptr)
+            and np.array_equal(other_t.indices, own_idx)):
+        return DependenceGraph(n, own_ptr, own_idx, bool(lower))
+    own = sp.csr_array((ones(own_idx.size), own_idx, own_ptr), shape=A.shape)
+    G = (own + other_t).tocsr()   # union of two canonical patterns: a linear merge
+    G.sort_indices()
     return DependenceGraph(n, G.indptr.astype(_I32, copy=False),
                            G.indices.astype(_I32, copy=False), bool(lower))
 
@@ -163,7 +240,9 @@ def _graph_of_canonical(A: sp.csr_array, lower: bool) -> DependenceGraph:
 def dependence_graph(A: Any, lower: bool = True) -> DependenceGraph:
     """Dependence DAG of a Gauss-Seidel / triangular sweep over square ``A``.
 
-    O(nnz) and vectorised (numpy masks + scipy's linear COO->CSR).  Every
+    O(nnz): for a structurally symmetric ``A`` the row-parallel TIR kernels
+    of Listing 7.3 alone (each row builds its own edge list, no sort); for an
+    unsymmetric pattern a scipy transpose and linear merge follow.  Every
     off-diagonal entry ``A[ip, i]`` gives one edge between ``i`` and ``ip``
     (Listing 7.3); ``lower=True`` directs it from the lower index to the higher
     (forward sweep, lower-triangular solve), ``lower=False`` the other way.
@@ -340,29 +419,75 @@ def _permute_canonical(A: sp.csr_array, perm: np.ndarray, iperm: np.ndarray) -> 
     return B
 
 
+def levels_by_frontier(g: DependenceGraph) -> np.ndarray:
+    """Level of every row by a vectorised level-synchronous BFS (Kahn's algorithm).
+
+    One step per level: the frontier's successors are gathered at once, their
+    in-degrees lowered (``np.subtract.at``), and those that reach zero form the
+    next level.  Equals :func:`schedule_of_canonical`'s serial pass.
+
+    >>> import scipy.sparse as sp
+    >>> g = dependence_graph(sp.csr_array([[2., 0, 1], [1, 2, 0], [0, 1, 2]]))
+    >>> levels_by_frontier(g).tolist()
+    [0, 1, 2]
+    """
+    n = g.n
+    level = np.zeros(n, dtype=_I32)
+    if n == 0:
+        return level
+    preds = sp.csr_array((np.ones(g.indices.size, np.int8), g.indices, g.indptr), shape=(n, n))
+    succ = preds.T.tocsr()
+    sptr, sidx = succ.indptr.astype(np.int64), succ.indices
+    indeg = np.diff(g.indptr).astype(np.int64)
+    frontier = np.flatnonzero(indeg == 0)
+    step = 0
+    while frontier.size:
+        level[frontier] = step
+        starts = sptr[frontier]
+        lens = sptr[frontier + 1] - starts
+        total = int(lens.sum())
+        if total == 0:
+            break
+        first = np.cumsum(lens) - lens
+        targets = sidx[np.repeat(starts - first, lens) + np.arange(total)]
+        np.subtract.at(indeg, targets, 1)
+        frontier = np.unique(targets[indeg[targets] == 0])
+        step += 1
+    return level
+
+
+LEVEL_METHODS = ("serial", "frontier")
+
+
 # --------------------------------------------------------------------------- schedule
-def level_sets(A: Any, lower: bool = True) -> LevelSchedule:
+def level_sets(A: Any, lower: bool = True, method: str = "serial") -> LevelSchedule:
     """Level sets of the sweep over ``A`` and the level-ordered matrix ``P A P^T``.
 
     ``A`` goes through :func:`tvm_ext.workloads.canonical_csr` (square, finite,
     sorted, de-duplicated).  Rows inside a level keep their original relative
-    order.  An empty (0 x 0) matrix gives zero levels.
+    order.  An empty (0 x 0) matrix gives zero levels.  ``method``:
+    ``"serial"`` (compiled topological pass) or ``"frontier"`` (vectorised
+    level-synchronous BFS); both give the same schedule.
 
     >>> from tvm_ext.workloads import lap3d
     >>> level_sets(lap3d(5)).levels    # 3n - 2 for the 7-point 3-D Laplacian
     13
     """
-    return schedule_of_canonical(canonical_csr(A, square=True, what="level_sets matrix"), lower)
+    return schedule_of_canonical(canonical_csr(A, square=True, what="level_sets matrix"), lower,
+                                 method)
 
 
-def schedule_of_canonical(A: sp.csr_array, lower: bool = True) -> LevelSchedule:
+def schedule_of_canonical(A: sp.csr_array, lower: bool = True,
+                          method: str = "serial") -> LevelSchedule:
     """:func:`level_sets` for a matrix already through ``canonical_csr`` (no copy)."""
+    if method not in LEVEL_METHODS:
+        raise InputError(f"level_sets: method must be one of {LEVEL_METHODS}, got {method!r}")
     n = A.shape[0]
     t0 = time.perf_counter()
     g = _graph_of_canonical(A, lower)
     t1 = time.perf_counter()
     if n:
-        level_of = _compute_levels(g)
+        level_of = _compute_levels(g) if method == "serial" else levels_by_frontier(g)
         n_levels = int(level_of.max()) + 1
     else:
         level_of, n_levels = np.zeros(0, _I32), 0
