@@ -1,0 +1,218 @@
+"""Benchmark: wavefront solvers and PCG against scipy and pyamg (Venkat 2016 ch. 7, Tables 7.1/7.2).
+
+Every number is measured in this run, on matrices of >= 1 M non-zeros (the
+``--quick`` corpus is small, for smoke runs):
+
+* HPCG's 27-point 3-D Laplacian ``lap3d(n, points=27)``, the 5-point
+  ``lap2d(n)``, the 7-point ``lap3d(n)`` and a pyamg FEM assembly
+  (``pyamg.gallery.linear_elasticity``, Q1 elements, 2 dof per node).
+
+Tables:
+
+1. **Triangular solve** (lower triangle of ``A``) and **one symmetric
+   Gauss-Seidel sweep**: serial TVM executor (same row kernel, natural order),
+   the barrier executor (level by level, thin levels merged) and the
+   point-to-point executor, next to ``scipy.sparse.linalg.spsolve_triangular``
+   and pyamg's compiled ``gauss_seidel(sweep="symmetric")``.  Kernel times,
+   best of several runs.  Goal: >= 1.6x the serial TVM sweep on 2 threads
+   where levels average >= 100 rows.
+2. **PCG time-to-solution** (``tol`` relative residual, inspector included)
+   with the SGS preconditioner against ``scipy.sparse.linalg.cg`` with the
+   *same* preconditioner, ``M^-1 r = (D+U)^-1 D (D+L)^-1 r`` built from
+   ``spsolve_triangular`` as a ``LinearOperator``; and with ILU(0).  Goal:
+   >= 2x scipy.
+3. **Inspector overhead in PCG iterations** (Table 7.2's measure: inspector
+   time / time of one PCG iteration) next to the dissertation's numbers.
+
+Run ``python -m bench.solvers [--quick] [--threads N]``.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from bench.harness import BenchRun, bench_args, geomean, time_python
+
+QUICK = {"lap2d": 120, "lap3d7": 20, "lap3d27": 14, "elasticity": 40}
+FULL = {"lap2d": 500, "lap3d7": 60, "lap3d27": 40, "elasticity": 250}
+
+#: Venkat 2016 Table 7.2, inspector overhead in PCG iterations (17 SuiteSparse matrices, 12 cores)
+TABLE_7_2_OVERHEAD_ITERS = [3.48, 22.49, 25.20, 4.71, 7.53, 7.11, 7.75, 8.86, 8.70, 7.63, 15.73,
+                            4.56, 2.92, 3.00, 3.25, 3.60, 4.04]
+
+
+def matrices(sizes: dict) -> dict[str, sp.csr_array]:
+    import pyamg
+
+    from tvm_ext.workloads import canonical_csr, lap2d, lap3d
+
+    fem = pyamg.gallery.linear_elasticity((sizes["elasticity"], sizes["elasticity"]))[0]
+    return {
+        f"lap3d({sizes['lap3d27']}) 27pt HPCG": lap3d(sizes["lap3d27"], 27),
+        f"lap2d({sizes['lap2d']}) 5pt": lap2d(sizes["lap2d"]),
+        f"lap3d({sizes['lap3d7']}) 7pt": lap3d(sizes["lap3d7"]),
+        f"pyamg elasticity({sizes['elasticity']}^2) FEM": canonical_csr(sp.csr_array(fem)),
+    }
+
+
+def _exec_time(executor, n: int, mode: int) -> float:
+    from schedules.sparse.triangular import aligned_empty, wrap
+
+    b = aligned_empty(n, executor.dtype)
+    b[:] = np.random.default_rng(0).standard_normal(n)
+    x = aligned_empty(n, executor.dtype)
+    x[:] = 0.0
+    bt, xt = wrap(b), wrap(x)
+    return time_python(lambda: executor.run(bt, xt, mode, 1), repeat=9, min_repeat_s=0.05).min
+
+
+def sweeps(run: BenchRun, name: str, A: sp.csr_array) -> None:
+    from pyamg.relaxation.relaxation import gauss_seidel
+
+    from schedules.sparse.triangular import FORWARD, SYMMETRIC, GaussSeidel, TriangularSolver
+
+    n = A.shape[0]
+    L = sp.csr_array(sp.tril(A))
+    row = {"matrix": name, "rows": n, "nnz": A.nnz}
+    serial = TriangularSolver(L, parallel=False)
+    barrier = TriangularSolver(L)
+    p2p = TriangularSolver(L, sync="p2p")
+    s = barrier.schedule
+    row.update(levels=s.levels, rows_per_level=s.parallelism,
+               p2p_waits=p2p.executor.schedule.waits[0])
+    row["trsv_serial_s"] = _exec_time(serial.executor, n, FORWARD)
+    row["trsv_barrier_s"] = _exec_time(barrier.executor, n, FORWARD)
+    row["trsv_p2p_s"] = _exec_time(p2p.executor, n, FORWARD)
+    b = np.random.default_rng(1).standard_normal(n)
+    row["trsv_scipy_s"] = time_python(lambda: spla.spsolve_triangular(L, b, lower=True),
+                                      repeat=3, min_repeat_s=0.0).min
+    gs = {k: GaussSeidel(A, **kw).executor for k, kw in
+          (("serial", dict(parallel=False)), ("barrier", {}), ("p2p", dict(sync="p2p")))}
+    for k, ex in gs.items():
+        row[f"sgs_{k}_s"] = _exec_time(ex, n, SYMMETRIC)
+    x = np.zeros(n)
+    row["sgs_pyamg_s"] = time_python(lambda: gauss_seidel(A, x, b, iterations=1, sweep="symmetric"),
+                                     repeat=5, min_repeat_s=0.05).min
+    row["trsv_best_s"] = min(row["trsv_barrier_s"], row["trsv_p2p_s"])
+    row["sgs_best_s"] = min(row["sgs_barrier_s"], row["sgs_p2p_s"])
+    run.add(row)
+
+
+def _scipy_sgs_operator(A: sp.csr_array) -> spla.LinearOperator:
+    """SGS ``M^-1 r = (D+U)^-1 D (D+L)^-1 r`` on scipy's ``spsolve_triangular``."""
+    DL, DU, d = sp.csr_array(sp.tril(A)), sp.csr_array(sp.triu(A)), A.diagonal()
+
+    def apply(r):
+        y = spla.spsolve_triangular(DL, r, lower=True)
+        return spla.spsolve_triangular(DU, d * y, lower=False)
+
+    return spla.LinearOperator(A.shape, matvec=apply, dtype=A.dtype)
+
+
+def pcg_rows(run: BenchRun, name: str, A: sp.csr_array, tol: float, maxiter: int) -> None:
+    from schedules.sparse.solvers import PCG
+
+    n = A.shape[0]
+    b = np.random.default_rng(2).standard_normal(n)
+    row = {"matrix": name, "rows": n, "nnz": A.nnz, "tol": tol}
+    for pc in ("sgs", "ilu0"):
+        for sync in ("barrier", "p2p"):
+            PCG(A, preconditioner=pc, sync=sync)  # compile/load kernels, first-touch
+            t0 = time.perf_counter()
+            solver = PCG(A, preconditioner=pc, sync=sync)
+            res = solver.solve(b, tol=tol, maxiter=maxiter)
+            total = time.perf_counter() - t0
+            key = f"{pc}_{sync}"
+            row[f"{key}_total_s"] = total
+            row[f"{key}_iters"] = res.iterations
+            row[f"{key}_converged"] = res.converged
+            row[f"{key}_inspector_s"] = res.inspector_seconds
+            row[f"{key}_s_per_iter"] = res.seconds_per_iteration
+            row[f"{key}_overhead_iters"] = res.inspector_overhead_iterations
+            row[f"{key}_true_residual"] = res.true_residual
+        row[f"{pc}_best_total_s"] = min(row[f"{pc}_barrier_total_s"], row[f"{pc}_p2p_total_s"])
+    count = [0]
+
+    def cb(_):
+        count[0] += 1
+
+    t0 = time.perf_counter()   # one timed run: scipy's preconditioned CG takes seconds
+    M = _scipy_sgs_operator(A)
+    x, info = spla.cg(A, b, rtol=tol, atol=0.0, maxiter=maxiter, M=M, callback=cb)
+    row["scipy_sgs_total_s"] = time.perf_counter() - t0
+    row["scipy_sgs_iters"] = count[0]
+    row["scipy_sgs_converged"] = info == 0
+    row["scipy_sgs_true_residual"] = float(np.linalg.norm(b - A @ x) / np.linalg.norm(b))
+    count[0] = 0
+    t0 = time.perf_counter()
+    spla.cg(A, b, rtol=tol, atol=0.0, maxiter=maxiter, callback=cb)
+    row["scipy_plain_total_s"] = time.perf_counter() - t0
+    row["scipy_plain_iters"] = count[0]
+    run.add(row)
+
+
+def main() -> None:
+    args = bench_args(__doc__.splitlines()[0], tol=dict(type=float, default=1e-6,
+                                                        help="PCG relative residual (default 1e-6)"))
+    sizes = QUICK if args.quick else FULL
+    out = None if args.out in ("", "none") else args.out
+    mats = matrices(sizes)
+
+    sw = BenchRun("solvers_sweeps", out_dir=out)
+    print(sw.header())
+    for name, A in mats.items():
+        sweeps(sw, name, A)
+    print("\n## Lower triangular solve and one symmetric Gauss-Seidel sweep (seconds, best of runs)\n")
+    print(sw.markdown(
+        ["matrix", "rows", "nnz", "levels", "rows_per_level", "p2p_waits",
+         "trsv_serial_s", "trsv_barrier_s", "trsv_p2p_s", "trsv_scipy_s",
+         "sgs_serial_s", "sgs_barrier_s", "sgs_p2p_s", "sgs_pyamg_s"],
+        ratios={"trsv serial/barrier": ("trsv_serial_s", "trsv_barrier_s"),
+                "trsv serial/p2p": ("trsv_serial_s", "trsv_p2p_s"),
+                "trsv scipy/best": ("trsv_scipy_s", "trsv_best_s"),
+                "sgs serial/barrier": ("sgs_serial_s", "sgs_barrier_s"),
+                "sgs serial/p2p": ("sgs_serial_s", "sgs_p2p_s"),
+                "sgs pyamg/best": ("sgs_pyamg_s", "sgs_best_s")}))
+    wide = [r for r in sw.rows if r["rows_per_level"] >= 100]
+    for what in ("trsv", "sgs"):
+        for ex in ("barrier", "p2p"):
+            ratios = [r[f"{what}_serial_s"] / r[f"{what}_{ex}_s"] for r in wide]
+            print(f"{what} serial/{ex} on matrices with >= 100 rows per level: geomean "
+                  f"{geomean(ratios):.2f}, min {min(ratios, default=float('nan')):.2f} "
+                  f"(goal >= 1.6)")
+
+    pc = BenchRun("solvers_pcg", out_dir=out)
+    maxiter = 3000
+    for name, A in mats.items():
+        pcg_rows(pc, name, A, args.tol, maxiter)
+    print(f"\n## PCG time-to-solution (tol {args.tol:g}, inspector included), seconds\n")
+    print(pc.markdown(
+        ["matrix", "sgs_barrier_iters", "sgs_barrier_total_s", "sgs_p2p_total_s",
+         "scipy_sgs_iters", "scipy_sgs_total_s", "ilu0_barrier_iters", "ilu0_barrier_total_s",
+         "ilu0_p2p_total_s", "scipy_plain_iters", "scipy_plain_total_s"],
+        ratios={"scipy SGS / ours SGS": ("scipy_sgs_total_s", "sgs_best_total_s"),
+                "scipy SGS / ours ILU0": ("scipy_sgs_total_s", "ilu0_best_total_s"),
+                "scipy plain / ours SGS": ("scipy_plain_total_s", "sgs_best_total_s")}))
+    r = [row["scipy_sgs_total_s"] / row["sgs_best_total_s"] for row in pc.rows]
+    print(f"\nPCG+SGS vs scipy cg + the same SGS: geomean {geomean(r):.2f}x, min {min(r):.2f}x "
+          "(goal >= 2)")
+    print("\n## Inspector overhead in PCG iterations (Table 7.2's measure)\n")
+    print(pc.markdown(["matrix", "sgs_barrier_inspector_s", "sgs_barrier_s_per_iter",
+                       "sgs_barrier_overhead_iters", "sgs_p2p_overhead_iters",
+                       "ilu0_barrier_inspector_s", "ilu0_barrier_overhead_iters",
+                       "ilu0_p2p_overhead_iters"]))
+    t72 = TABLE_7_2_OVERHEAD_ITERS
+    print(f"\nDissertation Table 7.2 (17 matrices, 12 Ivy Bridge cores, GS inspector): "
+          f"{min(t72):.2f}-{max(t72):.2f} PCG iterations, median {statistics.median(t72):.2f}, "
+          f"mean {statistics.mean(t72):.2f}.  Here (SGS, barrier): median "
+          f"{statistics.median(row['sgs_barrier_overhead_iters'] for row in pc.rows):.2f}; "
+          f"ILU(0) inspector + factorization: median "
+          f"{statistics.median(row['ilu0_barrier_overhead_iters'] for row in pc.rows):.2f}.")
+
+
+if __name__ == "__main__":
+    main()
