@@ -32,6 +32,8 @@ element, so they pass ``alignment=0``: no copy, ever).
 """
 from __future__ import annotations
 
+import ctypes
+import math
 from typing import Any
 
 import numpy as np
@@ -132,10 +134,15 @@ def empty_aligned(shape: int | tuple[int, ...], dtype: Any, align: int = ALIGNME
     """
     dt = np.dtype(dtype)
     shp = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(int(s) for s in shape)
-    nbytes = int(np.prod(shp, dtype=np.int64)) * dt.itemsize
+    nbytes = math.prod(shp) * dt.itemsize
     raw = np.empty(nbytes + align, np.uint8)
-    start = -raw.__array_interface__["data"][0] % align
+    start = -_address(raw) % align
     return raw[start:start + nbytes].view(dt).reshape(shp)
+
+
+def _address(arr: np.ndarray) -> int:
+    """Data address of a writable numpy array (faster than ``arr.ctypes.data``)."""
+    return ctypes.addressof(ctypes.c_char.from_buffer(arr))
 
 
 def aligned_copy(arr: Any, dtype: Any = None) -> np.ndarray:

@@ -96,10 +96,22 @@ def _already_canonical(A, dtype: np.dtype) -> bool:
     )
 
 
-def check_dense_operand(B: Any, rows: int, *, dtype: Any, what: str = "B") -> np.ndarray:
-    """Validate a dense operand of an SpMM/SpMV: ``rows`` rows, finite, cast.
+def check_dense_operand(B: Any, rows: int, *, dtype: Any, what: str = "B",
+                        allow_nan: bool = False) -> np.ndarray:
+    """Validate a dense operand of an SpMM/SpMV: ``rows`` rows, real, cast, C-contiguous.
 
-    1-D inputs are accepted as single-column vectors and returned 2-D.
+    1-D inputs are accepted as single-column vectors and returned 2-D.  An
+    operand that is already C-contiguous with the wanted ``dtype`` is returned
+    without a copy (a view); others are copied.
+
+    ``allow_nan``: NaN/Inf raise :class:`InputError` unless set.  The sparse
+    executors set it: a product propagates NaN exactly as scipy and MKL do, so
+    a full scan of ``B`` on every call would cost a pass over memory for no
+    correctness gain.  Solvers keep the scan (a NaN right-hand side makes an
+    iteration meaningless).
+
+    >>> check_dense_operand(np.arange(3.0), 3, dtype="float64").shape
+    (3, 1)
     """
     arr = np.asarray(B)
     if arr.ndim == 1:
@@ -111,6 +123,6 @@ def check_dense_operand(B: Any, rows: int, *, dtype: Any, what: str = "B") -> np
     if not np.issubdtype(arr.dtype, np.number) or np.iscomplexobj(arr):
         raise InputError(f"{what}: expected real numbers, got dtype {arr.dtype}")
     arr = np.ascontiguousarray(arr, dtype=dtype)
-    if not np.isfinite(arr).all():
+    if not allow_nan and not np.isfinite(arr).all():
         raise InputError(f"{what}: contains NaN or Inf")
     return arr

@@ -17,6 +17,7 @@ arrays (plus the partition arrays) to TVM tensors once.  Calling the
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -25,6 +26,7 @@ from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.spec import KINDS, ExecParams, FormatKernels
 from tvm_ext.errors import ConfigError, InputError, ShapeError
 from tvm_ext.timing import Timing, time_tvm
+from tvm_ext.zero_copy import empty_aligned
 
 __all__ = ["Executor", "Timing", "build_executor", "register_kernels", "kernels_for",
            "registered_formats"]
@@ -57,16 +59,32 @@ def kernels_for(fmt) -> FormatKernels:
 class Executor:
     """A compiled executor for one format instance.
 
-    * ``exe(B)`` -> ``A @ B`` (numpy in, numpy out; a TVM tensor in, a TVM tensor out);
-    * ``exe(B, C, alpha=a, beta=b)`` -> ``a * A @ B + b * C`` (``C`` is not modified;
-      pass ``out=`` a TVM tensor to write in place, which may be ``C`` itself);
+    * ``exe(B)`` -> ``A @ B``: numpy in, numpy out; a TVM tensor in, a TVM tensor out;
+    * ``exe(B, C, alpha=a, beta=b)`` -> ``a * A @ B + b * C`` (``C`` is not modified);
+    * ``exe(B, out=X)`` writes the product into ``X`` (a numpy array or a TVM
+      tensor: C-contiguous, the matrix's dtype, the result's shape) and returns
+      ``X``; ``out`` may be ``C`` itself (``C = a * A @ B + b * C`` in place) but
+      must not share memory with ``B`` (:class:`InputError`);
     * ``exe.prim_func`` is the PrimFunc (schedulable with ``s_tir.Schedule``);
     * ``exe.time(B)`` times the kernel with TVM's ``time_evaluator``.
+
+    numpy operands go to the kernel without copies, through DLPack
+    (:mod:`tvm_ext.zero_copy`): ``B`` and ``C`` are viewed, read-only arrays
+    included, and the result is a numpy array the executor allocates 64-byte
+    aligned, the very buffer the kernel wrote.  The kernels declare their
+    dense buffers element-aligned (see
+    :func:`~schedules.sparse.executors.codegen.dense_buffers`), so no array is
+    copied for its alignment.  A ``B`` or ``C`` that is not C-contiguous (a
+    Fortran-order array, a strided slice) is copied into a contiguous one
+    first; its dtype must be the matrix's (float32 or float64, no casting).
+    Values are not scanned for NaN/Inf: they propagate into the product as in
+    scipy and MKL.
     """
 
     def __init__(self, fmt, kernels: FormatKernels, params: ExecParams, kind: str,
                  transpose: bool, target: Any):
         import tvm
+        import tvm_ffi
 
         from tvm_ext.kernel_cache import get_or_build
         from tvm_ext.target import num_threads, resolve_target
@@ -77,6 +95,7 @@ class Executor:
         self.params = params
         self.target = resolve_target(target)
         self.dtype = check_dtype(fmt.dtype, f"{fmt.name}.data")
+        self._np_dtype = np.dtype(self.dtype)
         self._kernels = kernels
         self.signature = kernels.signature(fmt, params, kind, self.transpose)
         key = (self.signature, str(self.target))
@@ -92,51 +111,65 @@ class Executor:
         m, k = fmt.shape
         self.shape = (k, m) if self.transpose else (m, k)
         self.nnz = kernels.nnz(fmt)
+        # Per-call constants: the packed function (looked up once) and its fixed arguments.
+        self._main = self.mod["main"]
+        self._head = tuple(self._arrays)
+        self._tail = tuple(self._scalars)
+        self._tensor_cls = tvm.runtime.Tensor
+        self._from_dlpack = tvm_ffi.from_dlpack
+        self._spmv = kind == "spmv"
+        self._itemsize = self._np_dtype.itemsize
+        self._m, self._k = self.shape
+        self._kshape_spmv = (self._m,)
+        self._max_n = _INT32_MAX // max(self.shape + (1,))
 
     # ------------------------------------------------------------------ calls
     def __call__(self, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, out=None):
         """``alpha * op(A) @ B + beta * C``; see the class docstring."""
-        import tvm
-
-        is_tvm = isinstance(B, tvm.runtime.Tensor)
-        b, squeeze = self._dense_b(B, is_tvm)
-        n = 1 if self.kind == "spmv" else int(b.shape[1])
-        out_shape = (self.shape[0],) if self.kind == "spmv" else (self.shape[0], n)
-        alpha, beta = self._scalar(alpha, "alpha"), self._scalar(beta, "beta")
+        alpha = _finite(alpha, "alpha", self)
+        beta = _finite(beta, "beta", self)
+        b, res_shape, n = self._operand_b(B)
+        kshape = self._kshape_spmv if self._spmv else (self._m, n)
         c_in = None
         if beta != 0.0:
             if C is None:
                 raise InputError(f"{self._what()}: beta={beta} needs C")
-            c_in = self._dense_c(C, out_shape, "C")
-        if out is not None:
-            if not isinstance(out, tvm.runtime.Tensor):
-                raise InputError(f"{self._what()}: out must be a TVM tensor, got {type(out).__name__}")
-            c_out = self._dense_c(out, out_shape, "out")
+            c_in = self._operand_c(C, kshape, res_shape, "C")
+        if out is None:
+            if type(B) is np.ndarray or not isinstance(B, self._tensor_cls):
+                arr = empty_aligned(kshape, self._np_dtype)
+                c_out = self._from_dlpack(arr, require_alignment=0)
+                result = arr if res_shape == kshape else arr.reshape(res_shape)
+            else:
+                import tvm
+
+                c_out = result = tvm.runtime.empty(kshape, self.dtype, self._dev)
         else:
-            c_out = tvm.runtime.empty(out_shape, self.dtype, self._dev)
-        if c_in is None:
-            c_in = c_out
-        self._run(b, c_in, c_out, n, alpha, beta)
-        if is_tvm:
-            return c_out
-        res = c_out.numpy()
-        if squeeze:
-            return res.reshape(res.shape[0])
-        return res[:, None] if res.ndim == 1 else res
+            c_out = self._operand_c(out, kshape, res_shape, "out", writable=True)
+            result = out
+            self._check_aliasing(b, c_in, c_out)
+        if n > self._max_n:
+            self._check_int32(n)
+        if self._m == 0 or n == 0:
+            return result
+        if self._k == 0:
+            self._zero_columns(c_in, c_out, beta)
+            return result
+        self._main(*self._head, b, c_out if c_in is None else c_in, c_out, *self._tail, alpha, beta)
+        return result
 
     def time(self, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, repeat: int = 5,
              number: int = 1, min_repeat_ms: int = 50) -> Timing:
-        """Time one call with ``time_evaluator`` (operands converted once, outside)."""
+        """Time one call with ``time_evaluator`` (operands viewed once, outside)."""
         import tvm
 
-        b, _ = self._dense_b(B, isinstance(B, tvm.runtime.Tensor))
-        n = 1 if self.kind == "spmv" else int(b.shape[1])
-        out_shape = (self.shape[0],) if self.kind == "spmv" else (self.shape[0], n)
-        c_out = tvm.runtime.empty(out_shape, self.dtype, self._dev)
-        c_in = self._dense_c(C, out_shape, "C") if C is not None else c_out
+        b, res_shape, n = self._operand_b(B)
+        kshape = (self.shape[0],) if self.kind == "spmv" else (self.shape[0], n)
+        c_out = tvm.runtime.empty(kshape, self.dtype, self._dev)
+        c_in = self._operand_c(C, kshape, res_shape, "C") if C is not None else c_out
         self._check_int32(n)
         return time_tvm(self.mod, "main", *self._arrays, b, c_in, c_out, *self._scalars,
-                        self._scalar(alpha, "alpha"), self._scalar(beta, "beta"),
+                        _finite(alpha, "alpha", self), _finite(beta, "beta", self),
                         number=number, repeat=repeat, min_repeat_ms=min_repeat_ms, dev=self._dev)
 
     def flops(self, n_cols: int = 1) -> int:
@@ -152,89 +185,155 @@ class Executor:
     def _what(self) -> str:
         return f"{self.format.name} {self.kind} executor"
 
-    def _run(self, b, c_in, c_out, n: int, alpha: float, beta: float) -> None:
-        if self.shape[0] == 0 or n == 0:
-            return
-        if self.shape[1] == 0:  # no columns in A: the product is zero
-            res = np.zeros(tuple(c_out.shape), self.dtype)
-            if beta != 0.0:
-                res += beta * c_in.numpy()
-            c_out.copyfrom(res)
-            return
-        self._check_int32(n)
-        self.mod["main"](*self._arrays, b, c_in, c_out, *self._scalars, alpha, beta)
+    def _zero_columns(self, c_in, c_out, beta: float) -> None:
+        """A has no columns: the product is zero, the result ``beta * C``."""
+        res = np.from_dlpack(c_out)
+        if beta != 0.0:
+            np.multiply(np.from_dlpack(c_in), beta, out=res)
+        else:
+            res[...] = 0
 
     def _check_int32(self, n: int) -> None:
         if max(self.shape) * max(n, 1) > _INT32_MAX:
             raise InputError(f"{self._what()}: {max(self.shape)} rows x {n} columns overflows "
                              "the int32 indexing of the kernels; split B into column blocks")
 
-    def _scalar(self, v, what: str) -> float:
-        try:
-            f = float(v)
-        except (TypeError, ValueError) as exc:
-            raise InputError(f"{self._what()}: {what} must be a real number, got {v!r}") from exc
-        if not np.isfinite(f):
-            raise InputError(f"{self._what()}: {what} must be finite, got {f}")
-        return f
+    def _view(self, arr: np.ndarray):
+        """A TVM view of a C-contiguous numpy array of the right dtype (no copy)."""
+        if arr.flags.writeable:
+            return self._from_dlpack(arr, require_alignment=0)
+        from tvm_ext.zero_copy import as_tvm_view
 
-    def _dense_b(self, B, is_tvm: bool):
-        """B as a TVM tensor of the right shape; also whether to squeeze the result."""
-        import tvm
+        return as_tvm_view(arr, alignment=0, name=self._what())
 
-        rows = self.shape[1]
-        if is_tvm:
+    def _operand_b(self, B):
+        """``B`` as a TVM tensor the kernel reads, the shape of the result the
+        caller gets, and N.  numpy arrays are viewed, not copied, when they are
+        C-contiguous; others are copied contiguous."""
+        rows = self._k
+        if type(B) is np.ndarray and B.dtype == self._np_dtype and B.flags.c_contiguous:
+            shp = B.shape  # the fast path: a C-contiguous numpy array of the right dtype
+            if len(shp) == 2 and shp[0] == rows and not self._spmv:
+                return self._view(B), (self._m, shp[1]), shp[1]
+            if len(shp) == 1 and shp[0] == rows:
+                return self._view(B if self._spmv else B.reshape(rows, 1)), (self._m,), 1
+        if isinstance(B, self._tensor_cls):
             self._check_tensor(B, "B")
             shp = tuple(B.shape)
-            if self.kind == "spmv":
+            if self._spmv:
                 if shp != (rows,):
                     raise ShapeError(f"{self._what()}: B has shape {shp}, expected ({rows},)")
-            elif len(shp) != 2 or shp[0] != rows:
+                return B, (self._m,), 1
+            if len(shp) != 2 or shp[0] != rows:
                 raise ShapeError(f"{self._what()}: B has shape {shp}, expected ({rows}, N)")
-            return B, False
-        if not hasattr(B, "dtype") or not hasattr(B, "shape"):
+            return B, (self._m, shp[1]), shp[1]
+        dt = getattr(B, "dtype", None)
+        if dt is None or not hasattr(B, "shape"):
             raise InputError(f"{self._what()}: B must be a numpy array or TVM tensor, "
                              f"got {type(B).__name__}")
-        if np.dtype(B.dtype) != np.dtype(self.dtype):
-            raise InputError(f"{self._what()}: B has dtype {np.dtype(B.dtype)}, the matrix is "
+        if dt != self._np_dtype:
+            raise InputError(f"{self._what()}: B has dtype {np.dtype(dt)}, the matrix is "
                              f"{self.dtype}; convert one of them")
         from tvm_ext.workloads import check_dense_operand
 
-        squeeze = np.ndim(B) == 1
-        arr = check_dense_operand(B, rows, dtype=self.dtype, what=f"{self._what()}: B")
-        if self.kind == "spmv":
-            if arr.shape[1] != 1:
-                raise ShapeError(f"{self._what()}: B has {arr.shape[1]} columns; SpMV takes one "
+        # validation, errors and the contiguous copy of a strided B in one place
+        shp = tuple(B.shape)
+        arr = check_dense_operand(B, rows, dtype=self._np_dtype, what=f"{self._what()}: B",
+                                  allow_nan=True)
+        n = arr.shape[1]
+        if self._spmv:
+            if n != 1:
+                raise ShapeError(f"{self._what()}: B has {n} columns; SpMV takes one "
                                  "(build with kind='spmm' for several)")
-            arr = arr[:, 0]
-            return tvm.runtime.tensor(np.ascontiguousarray(arr), self._dev), squeeze
-        return tvm.runtime.tensor(arr, self._dev), squeeze
+            return self._view(arr.reshape(rows)), (self._m,) if len(shp) == 1 else (self._m, 1), 1
+        return self._view(arr), (self._m,) if len(shp) == 1 else (self._m, n), n
 
-    def _dense_c(self, C, shape: tuple, what: str):
-        import tvm
+    def _operand_c(self, X, kshape: tuple, res_shape: tuple, what: str, writable: bool = False):
+        """``C`` or ``out`` as a TVM tensor of the kernel's shape ``kshape``.
 
-        if isinstance(C, tvm.runtime.Tensor):
-            self._check_tensor(C, what)
-            if tuple(C.shape) != shape:
-                raise ShapeError(f"{self._what()}: {what} has shape {tuple(C.shape)}, expected {shape}")
-            return C
-        arr = np.asarray(C)
-        if arr.dtype != np.dtype(self.dtype):
-            raise InputError(f"{self._what()}: {what} has dtype {arr.dtype}, expected {self.dtype}")
-        if arr.shape != shape:
-            if self.kind == "spmv" and arr.shape == (shape[0], 1):
-                arr = arr[:, 0]
-            else:
-                raise ShapeError(f"{self._what()}: {what} has shape {arr.shape}, expected {shape}")
-        if not np.isfinite(arr).all():
-            raise InputError(f"{self._what()}: {what} contains NaN or Inf")
-        return tvm.runtime.tensor(np.ascontiguousarray(arr), self._dev)
+        numpy arrays may also have the result's shape ``res_shape`` (a column
+        ``(M, 1)`` for a vector result); ``out`` must be writable and C-contiguous
+        (it is written in place), ``C`` is viewed or copied like ``B``."""
+        if type(X) is np.ndarray and X.shape == kshape and X.dtype == self._np_dtype:
+            flags = X.flags  # the fast path: exactly the kernel's shape and dtype
+            if flags.c_contiguous and flags.aligned and (flags.writeable or not writable):
+                return self._view(X)
+        if isinstance(X, self._tensor_cls):
+            self._check_tensor(X, what)
+            if tuple(X.shape) != kshape:
+                raise ShapeError(f"{self._what()}: {what} has shape {tuple(X.shape)}, "
+                                 f"expected {kshape}")
+            return X
+        if not isinstance(X, np.ndarray):
+            if writable:
+                raise InputError(f"{self._what()}: out must be a numpy array or TVM tensor, "
+                                 f"got {type(X).__name__}")
+            X = np.asarray(X)
+        if X.dtype != self._np_dtype:
+            raise InputError(f"{self._what()}: {what} has dtype {X.dtype}, expected {self.dtype}")
+        if X.shape != kshape and X.shape != res_shape and not (
+                len(kshape) == 1 and X.shape == (kshape[0], 1)):
+            raise ShapeError(f"{self._what()}: {what} has shape {X.shape}, expected {res_shape}")
+        if writable:
+            flags = X.flags
+            if not (flags.c_contiguous and flags.writeable and flags.aligned):
+                raise InputError(f"{self._what()}: out must be a writable, C-contiguous, aligned "
+                                 f"array (got strides {X.strides}, writeable={flags.writeable}); "
+                                 "it is written in place")
+        elif not X.flags.c_contiguous:
+            X = np.ascontiguousarray(X)
+        return self._view(X if X.shape == kshape else X.reshape(kshape))
+
+    def _check_aliasing(self, b, c_in, c_out) -> None:
+        """``out`` must not share memory with the ``B`` the kernel reads (it would
+        overwrite what it still reads), and may overlap ``C`` only by being
+        exactly ``C`` (the in-place update).  Checked on the tensors the kernel
+        gets: a strided ``B`` was copied, so an ``out`` over it is harmless."""
+        if b.is_contiguous() and c_out.is_contiguous():  # inline spans: the common case
+            lo_b, lo_o = b.data_ptr(), c_out.data_ptr()
+            o_span = (lo_o, lo_o + c_out.numel() * self._itemsize)
+            overlap = _spans_overlap((lo_b, lo_b + b.numel() * self._itemsize), o_span)
+        else:
+            o_span = self._span(c_out)
+            overlap = _spans_overlap(self._span(b), o_span)
+        if overlap:
+            raise InputError(f"{self._what()}: out shares memory with B; the kernel would "
+                             "overwrite B while reading it (pass a separate out)")
+        if c_in is not None:
+            c_span = self._span(c_in)
+            if c_span != o_span and _spans_overlap(c_span, o_span):
+                raise InputError(f"{self._what()}: out partially overlaps C; pass out=C for an "
+                                 "in-place update, or a separate out")
+
+    def _span(self, t) -> tuple[int, int]:
+        """Byte range ``[lo, hi)`` of a TVM tensor."""
+        if t.is_contiguous():
+            lo = t.data_ptr()
+            return lo, lo + t.numel() * self._itemsize
+        from tvm_ext.zero_copy import byte_span
+
+        return byte_span(t)
 
     def _check_tensor(self, t, what: str) -> None:
         if str(t.dtype) != self.dtype:
             raise InputError(f"{self._what()}: {what} has dtype {t.dtype}, the matrix is {self.dtype}")
         if t.device.dlpack_device_type() != 1:  # kDLCPU
             raise InputError(f"{self._what()}: {what} must live on the CPU, got {t.device}")
+
+
+def _spans_overlap(a: tuple[int, int], b: tuple[int, int]) -> bool:
+    return a[0] < b[1] and b[0] < a[1] and a[0] < a[1] and b[0] < b[1]
+
+
+def _finite(v, what: str, exe: Executor) -> float:
+    """``v`` as a finite float (:class:`InputError` otherwise)."""
+    try:
+        f = float(v)
+    except (TypeError, ValueError) as exc:
+        raise InputError(f"{exe._what()}: {what} must be a real number, got {v!r}") from exc
+    if not math.isfinite(f):
+        raise InputError(f"{exe._what()}: {what} must be finite, got {f}")
+    return f
 
 
 def build_executor(fmt, n_cols: int | None = None, *, kind: str = "spmm",
