@@ -16,7 +16,7 @@ from tvm_ext.workloads import block_fem, lap2d, load_matrix
 RNG = np.random.default_rng(7)
 
 
-def _b(k, n, dtype="float32"):
+def _b(k, n, dtype="float64"):  # the matrices below are float64, and inspect keeps that
     return RNG.standard_normal((k, n)).astype(dtype)
 
 
@@ -44,7 +44,7 @@ def test_spmv_plan_takes_vectors_and_tvm_tensors():
     A = load_matrix("LFAT5")
     plan = inspect(A, n_cols=1)
     exe = plan.build()
-    x = RNG.standard_normal(14).astype("float32")
+    x = RNG.standard_normal(14)
     np.testing.assert_allclose(exe(x), A @ x, rtol=1e-5)
     y = exe(tvm.runtime.tensor(x))
     assert isinstance(y, tvm.runtime.Tensor)
@@ -87,11 +87,12 @@ def test_bad_input_gives_clear_errors():
         inspect(lap2d(3), 2, format="jagged")
     exe = inspect(lap2d(3), 2).build()
     with pytest.raises(InputError, match="dtype"):
-        exe(np.ones((9, 2), dtype="float64"))
+        exe(np.ones((9, 2), dtype="float32"))
     with pytest.raises(ShapeError, match="rows"):
-        exe(np.ones((8, 2), dtype="float32"))
-    with pytest.raises(InputError, match="NaN"):
-        exe(np.full((9, 2), np.nan, dtype="float32"))
+        exe(np.ones((8, 2), dtype="float64"))
+    B = np.ones((9, 2))
+    B[4, 1] = np.nan  # NaN propagates into the rows that read it, as in scipy
+    np.testing.assert_array_equal(np.isnan(exe(B)), np.isnan(lap2d(3) @ B))
 
 
 def test_a_learned_selector_plugs_in():

@@ -96,7 +96,7 @@ def test_saved_model_round_trips_and_installs_into_inspect(corpus, tmp_path):
     cands, _ = feasible_candidates(f, 16)
     np.testing.assert_allclose(loaded.predict(f, 16, cands), sel.predict(f, 16, cands), rtol=1e-6)
     assert load_default(tmp_path / "model.json") is not None
-    plan = inspect(A, 16)
+    plan = inspect(A, 16, dtype="float32")
     assert plan.choice.selector == "learned"
     B = np.ones((A.shape[1], 16), "float32")
     np.testing.assert_allclose(plan.build()(B), A.astype(np.float32) @ B, rtol=1e-4)

@@ -11,7 +11,7 @@ TVM tensors.
 >>> import numpy as np
 >>> from tvm_ext.workloads import block_fem
 >>> A = block_fem(50, 3, 3, seed=0)
->>> plan = inspect(A, n_cols=8)
+>>> plan = inspect(A, n_cols=8, dtype="float32")   # A is float64; None would keep it
 >>> plan.format_name, plan.args
 ('bcsr', {'R': 3, 'C': 3})
 >>> B = np.ones((A.shape[1], 8), dtype="float32")
@@ -23,6 +23,8 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from typing import Any
+
+import numpy as np
 
 from schedules.sparse.formats import SparseFormat
 from schedules.sparse.inspectors import INSPECTORS
@@ -82,6 +84,21 @@ class Plan:
         return "\n".join(lines)
 
 
+def _value_dtype(A: Any, dtype: Any) -> str:
+    """The executors' value dtype for ``A``: ``dtype``, or ``A``'s own (see :func:`inspect`)."""
+    from schedules.sparse.executors.codegen import SUPPORTED_DTYPES, check_dtype
+
+    if dtype is not None:
+        return check_dtype(dtype, "inspect(dtype=)")
+    have = np.dtype(getattr(A, "dtype", np.float64))
+    if np.issubdtype(have, np.integer) or have == np.bool_:
+        return "float64"
+    if have.name not in SUPPORTED_DTYPES:
+        raise InputError(f"inspect(A): value dtype {have} is not supported; the executors take "
+                         f"{' or '.join(SUPPORTED_DTYPES)} (pass dtype= to convert)")
+    return have.name
+
+
 def _forced_choice(format: str, args: dict[str, Any]) -> Choice:
     if format not in INSPECTORS:
         raise ConfigError(f"inspect: unknown format {format!r}; choose from {', '.join(sorted(INSPECTORS))}")
@@ -89,19 +106,31 @@ def _forced_choice(format: str, args: dict[str, Any]) -> Choice:
     return Choice(cand, {}, {}, f"{cand.label} requested by the caller", "user")
 
 
-def inspect(A: Any, n_cols: int = 1, *, dtype: Any = "float32", selector: Selector | None = None,
+def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | None = None,
             measure: bool | None = None, format: str | None = None, **format_args: Any) -> Plan:
     """Inspect ``A`` for products with ``n_cols``-column operands and build its format.
 
-    ``format=`` (with its inspector arguments, e.g. ``R=2, C=2``) bypasses the
-    selector.  ``measure``: when candidates score within 15% of the best, time
-    them on a block of the matrix and keep the fastest (recorded in
-    :meth:`Plan.explain`); ``None`` (default) measures on matrices of 100K
-    non-zeros or more, ``False`` never.
+    * ``dtype``: the value dtype of the format and its executors, float32 or
+      float64 (:data:`~schedules.sparse.executors.codegen.SUPPORTED_DTYPES`).
+      ``None`` keeps ``A``'s own: a float32 or float64 matrix stays so end to
+      end (``B`` and the result have that dtype too); an integer or boolean
+      matrix becomes float64, like scipy's ``A @ B`` with float ``B``; any other
+      dtype (float16, longdouble) is an :class:`InputError`, as is ``dtype=``
+      naming one.
+    * ``format=`` (with its inspector arguments, e.g. ``R=2, C=2``) bypasses the
+      selector.
+    * ``measure``: when candidates score within 15% of the best, time them on a
+      block of the matrix and keep the fastest (recorded in :meth:`Plan.explain`);
+      ``None`` (default) measures on matrices of 100K non-zeros or more,
+      ``False`` never.
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> inspect(sp.eye(4, dtype=np.float64, format="csr"), 2).build().dtype
+    'float64'
     """
     if int(n_cols) != n_cols or n_cols < 1:
         raise InputError(f"inspect: n_cols must be a positive integer, got {n_cols!r}")
-    csr = canonical_csr(A, dtype=dtype, what="inspect(A)")
+    csr = canonical_csr(A, dtype=_value_dtype(A, dtype), what="inspect(A)")
     t0 = time.perf_counter()
     feats = sparse_features(csr)
     if format is not None:
