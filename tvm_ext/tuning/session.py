@@ -17,6 +17,12 @@
 5. replay the best record on a fresh schedule, build it and check its output
    against a reference (scipy/numpy, or the library's own kernel).
 
+Ctrl-C (SIGINT) during a session is deferred: the session stops at the next
+record or measured batch and raises ``KeyboardInterrupt`` from Python code,
+never from inside TVM's C++ (where an exception can cross a worker thread and
+abort the process).  Every record measured so far is on disk.  A second Ctrl-C
+ends the process at once with exit status 130.
+
 >>> import tempfile
 >>> from tvm_ext.tuning.tasks import make_task
 >>> from tvm_ext.workloads import lap2d
@@ -26,11 +32,14 @@
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import signal
+import threading
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -88,6 +97,40 @@ def _check_trials(trials: Any) -> int:
     return int(trials)
 
 
+class _Interrupt:
+    """SIGINT deferred to points where raising is safe (see the module docstring)."""
+
+    def __init__(self) -> None:
+        self.requested = False
+
+    def _handler(self, signum, frame) -> None:
+        if self.requested:
+            os.write(2, b"interrupted\n")
+            os._exit(130)
+        self.requested = True
+
+    def check(self) -> None:
+        """Raise ``KeyboardInterrupt`` if Ctrl-C was pressed (call only from Python code)."""
+        if self.requested:
+            raise KeyboardInterrupt
+
+    @contextlib.contextmanager
+    def deferred(self) -> Iterator["_Interrupt"]:
+        if threading.current_thread() is not threading.main_thread():
+            yield self
+            return
+        previous = signal.signal(signal.SIGINT, self._handler)
+        try:
+            yield self
+        except Exception:
+            if self.requested:  # the interrupt surfaced through TVM as another exception
+                raise KeyboardInterrupt from None
+            raise
+        finally:
+            signal.signal(signal.SIGINT, previous)
+        self.check()
+
+
 def run_session(task, db_dir: str | os.PathLike, trials: int, *, rpc=None, progress: bool = True,
                 seed: int = 0, stream=None) -> SessionResult:
     """Tune ``task`` up to ``trials`` records in ``db_dir`` (see the module docstring).
@@ -98,20 +141,22 @@ def run_session(task, db_dir: str | os.PathLike, trials: int, *, rpc=None, progr
     trials = _check_trials(trials)
     db = TuningDatabase(db_dir)
     t0 = time.perf_counter()
-    with db.session():
+    stop = _Interrupt()
+    with db.session(), stop.deferred():
         if task.engine == "knobs":
-            result = _knob_session(task, db, trials, progress, seed, stream)
+            result = _knob_session(task, db, trials, progress, seed, stream, stop)
             if rpc is not None:
                 result.notes.append("simulated task: cost computed locally, --rpc-tracker not used")
         else:
-            result = _ms_session(task, db, trials, rpc, progress, seed, stream)
+            result = _ms_session(task, db, trials, rpc, progress, seed, stream, stop)
         result.notes += db.repaired
     result.seconds = time.perf_counter() - t0
     return result
 
 
 # --------------------------------------------------------------------------- knob tasks
-def _knob_session(task, db: TuningDatabase, trials: int, progress: bool, seed: int, stream) -> SessionResult:
+def _knob_session(task, db: TuningDatabase, trials: int, progress: bool, seed: int, stream,
+                  stop: _Interrupt) -> SessionResult:
     from tvm_ext.tuning.knob_tuner import tune_knobs
 
     key, unit = task.key, task.unit
@@ -133,6 +178,7 @@ def _knob_session(task, db: TuningDatabase, trials: int, progress: bool, seed: i
 
     def on_record(rec: dict) -> None:
         db.add_knob_record(key, rec["knobs"], rec["cost"], unit, error=rec["error"])
+        stop.check()
 
     def on_batch(done: list) -> None:
         bar.update(len(done), best=best_of(done), default=default_cost)
@@ -142,6 +188,7 @@ def _knob_session(task, db: TuningDatabase, trials: int, progress: bool, seed: i
                    default=task.default_knobs(), seed=seed, on_record=on_record, on_batch=on_batch)
     finally:
         bar.close()
+    stop.check()
     recs = db.knob_records(key)
     ok = [r for r in recs if r.get("cost") is not None]
     best = min(ok, key=lambda r: r["cost"]) if ok else None
@@ -251,7 +298,7 @@ FAILED_SECS = 1e10
 
 
 def _enumerate(task, db: TuningDatabase, tasks, target, builder, runner, bar, state, all_tasks,
-               batch: int = 8) -> int:
+               stop: _Interrupt, batch: int = 8) -> int:
     """Measure one-point tasks (code-generation settings) directly; commit MetaSchedule records.
 
     They go into the same JSON database as searched records (their trace is the
@@ -265,6 +312,7 @@ def _enumerate(task, db: TuningDatabase, tasks, target, builder, runner, bar, st
     msdb = db.ms_database()
     done = 0
     for i in range(0, len(tasks), batch):
+        stop.check()
         chunk = tasks[i:i + batch]
         spaces = [st.design_spaces()[0] for st in chunk]
         secs = measure_mods([sch.mod for sch in spaces], target, builder, runner)
@@ -281,7 +329,7 @@ def _enumerate(task, db: TuningDatabase, tasks, target, builder, runner, bar, st
     return done
 
 
-def _progress_callback(bar: ProgressBar, task, contexts_tasks, state: dict, all_tasks=None):
+def _progress_callback(bar: ProgressBar, task, contexts_tasks, state: dict, stop: _Interrupt, all_tasks=None):
     from tvm.ir.utils import derived_object
     from tvm.s_tir import meta_schedule as ms
 
@@ -294,11 +342,13 @@ def _progress_callback(bar: ProgressBar, task, contexts_tasks, state: dict, all_
                 c = float(np.mean([float(s) for s in res.run_secs])) if ok else None
                 _note_cost(st, c, state)
             _draw(task, bar, state, all_tasks or contexts_tasks)
+            stop.check()  # MetaSchedule's scheduler loop, on this thread: safe to unwind from here
 
     return _Progress()
 
 
-def _tune_ms(task, db, space_tasks, remaining: int, target, builder, runner, bar, state, seed: int) -> None:
+def _tune_ms(task, db, space_tasks, remaining: int, target, builder, runner, bar, state, seed: int,
+             stop: _Interrupt) -> None:
     from tvm.s_tir import meta_schedule as ms
 
     from tvm_ext.target import num_threads
@@ -316,7 +366,7 @@ def _tune_ms(task, db, space_tasks, remaining: int, target, builder, runner, bar
                                        search_strategy=strategy, task_name=st.name,
                                        rand_state=seed + i, num_threads=num_threads(), logger=log).clone())
     callbacks = list(ms.measure_callback.MeasureCallback.create("default"))
-    callbacks.append(_progress_callback(bar, task, space_tasks, state, state.get("all_tasks")))
+    callbacks.append(_progress_callback(bar, task, space_tasks, state, stop, state.get("all_tasks")))
     cost_model = ms.cost_model.XGBModel(
         config=ms.cost_model.xgb_model.XGBConfig(max_depth=6, nthread=num_threads()),
         num_warmup_samples=int(min(16, max(4, remaining // 4))), early_stopping_rounds=20,
@@ -329,7 +379,8 @@ def _tune_ms(task, db, space_tasks, remaining: int, target, builder, runner, bar
                   task_scheduler=ms.task_scheduler.GradientBased(), module_equality="structural")
 
 
-def _ms_session(task, db: TuningDatabase, trials: int, rpc, progress: bool, seed: int, stream) -> SessionResult:
+def _ms_session(task, db: TuningDatabase, trials: int, rpc, progress: bool, seed: int, stream,
+                stop: _Interrupt) -> SessionResult:
     from tvm_ext.target import resolve_target
     from tvm_ext.tuning.measure import InProcessBuilder, lean_meta_schedule
 
@@ -349,6 +400,7 @@ def _ms_session(task, db: TuningDatabase, trials: int, rpc, progress: bool, seed
         entry = db.task_entry(key)
         if entry is None:
             default = _measure_default(task, db, target, builder, runner)
+            stop.check()
             db.add_task(key, task.spec(), default)
         else:
             default = entry["default"]
@@ -365,12 +417,14 @@ def _ms_session(task, db: TuningDatabase, trials: int, rpc, progress: bool, seed
         try:
             if remaining > 0 and enum:
                 share = remaining if not search else max(1, remaining // 2)
-                remaining -= _enumerate(task, db, enum[:share], target, builder, runner, bar, state, space_tasks)
+                remaining -= _enumerate(task, db, enum[:share], target, builder, runner, bar, state, space_tasks,
+                                        stop)
             if remaining > 0 and search:
-                _tune_ms(task, db, search, remaining, target, builder, runner, bar, state, seed)
+                _tune_ms(task, db, search, remaining, target, builder, runner, bar, state, seed, stop)
         finally:
             bar.close()
             _shutdown(runner)
+        stop.check()
         db.refresh()
         costs = ms_records(db, space_tasks)
         records = sum(len(v) for v in costs.values())
