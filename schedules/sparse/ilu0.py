@@ -8,18 +8,17 @@ the timed total").
 
 * **Inspector** (once per pattern): the level sets of ``A``'s dependence graph
   (:func:`schedules.sparse.level_sets.schedule_of_canonical`, every
-  off-diagonal entry links its row and column) and ``B = P A P^T``; then the
-  *symbolic factorization*, vectorised numpy: for every strictly lower entry
-  ``(i, k)`` of ``B`` and every entry ``(k, j)``, ``j > k``, of row ``k``, the
-  position of ``(i, j)`` in ``B`` if it is in the pattern (a ``searchsorted``
-  over the row-major keys ``i * n + j``).  These are the update triples of
-  IKJ Gaussian elimination restricted to the pattern.
-* **Factorization**: one TIR kernel, level by level, rows of a level in
-  parallel (``T.parallel``, the barrier executor of
-  :mod:`schedules.sparse.triangular`): row ``i`` divides each ``(i, k)`` by the
-  pivot ``U[k, k]`` (final: ``k`` lies in an earlier level) in increasing
-  ``k`` and applies its update triples.  Rows of one level share no entry, so
-  the result is exactly sequential IKJ ILU(0) on ``B``.
+  off-diagonal entry links its row and column) and ``B = P A P^T``.
+* **Factorization**: one TIR kernel, IKJ Gaussian elimination restricted to
+  the pattern, level by level; the rows of a level are split into one chunk
+  per thread (``T.parallel``, joined before the next level: the barrier
+  executor of :mod:`schedules.sparse.triangular`).  Row ``i`` scatters the
+  positions of its entries into its thread's marker array, then for each
+  ``(i, k)``, ``k < i`` in increasing ``k``: divides by the pivot ``U[k, k]``
+  (final: ``k`` lies in an earlier level) and, for every ``(k, j)``, ``j > k``
+  whose ``(i, j)`` is marked, subtracts ``L[i, k] U[k, j]``; then clears its
+  marks.  Rows of one level share no entry, so the result is exactly
+  sequential ILU(0) on ``B``.
 * **Apply** ``z = U^-1 L^-1 r``: a forward wavefront solve with ``L`` and a
   backward one with ``U`` on the *same* level schedule
   (:class:`schedules.sparse.triangular.SweepExecutor`), so nothing is
@@ -61,23 +60,30 @@ from schedules.sparse.triangular import (
 from tvm_ext.errors import InputError
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["ILU0", "ilu0_func", "symbolic_ilu0"]
+__all__ = ["ILU0", "ilu0_func"]
 
 _I32 = np.int32
-# Candidate (i, k, j) triples examined per numpy batch in the symbolic phase.
-_BATCH = 1 << 22
 
 
-def _row_code(row_expr: str, indent: int) -> str:
+def _row_code(row_expr: str, base_expr: str, indent: int) -> str:
     code = f"""\
 i = T.bind({row_expr})
+base = T.bind({base_expr})
 start = T.bind(indptr[i])
+width = T.bind(indptr[i + 1] - start)
+for p in range(width):
+    marker[base + indices[start + p]] = start + p
 for a in range(dpos[i] - start):
     e = T.bind(start + a)
-    data[e] = data[e] / data[dpos[indices[e]]]
-    t0 = T.bind(tptr[e])
-    for t in range(tptr[e + 1] - t0):
-        data[tgt[t0 + t]] = data[tgt[t0 + t]] - data[e] * data[src[t0 + t]]
+    kd = T.bind(dpos[indices[e]])
+    data[e] = data[e] / data[kd]
+    for q in range(indptr[indices[e] + 1] - kd - 1):
+        f = T.bind(kd + 1 + q)
+        m = T.bind(marker[base + indices[f]])
+        if m >= 0:
+            data[m] = data[m] - data[e] * data[f]
+for p in range(width):
+    marker[base + indices[start + p]] = -1
 """
     return textwrap.indent(code, " " * indent)
 
@@ -86,10 +92,10 @@ def ilu0_func(dtype: str = "float64", parallel: bool = True):
     """The ILU(0) factorization PrimFunc (symbolic sizes) for ``dtype``.
 
     Arguments: CSR ``indptr``, ``indices``, ``data`` (factored in place),
-    ``dpos`` (position of each row's diagonal), ``tptr``/``tgt``/``src`` (for
-    each entry ``e``, its update triples ``data[tgt] -= data[e] * data[src]``),
-    and the segments ``seg_ptr``/``seg_par`` of
-    :func:`schedules.sparse.triangular.level_segments`.
+    ``dpos`` (position of each row's diagonal), the segments
+    ``seg_ptr``/``seg_par`` of :func:`schedules.sparse.triangular.level_segments`,
+    ``marker`` (``threads * n`` int32, all -1; -1 again on return) and
+    ``threads``.
 
     >>> "T.parallel" in ilu0_func("float32").script()
     True
@@ -102,31 +108,30 @@ def ilu0_func(dtype: str = "float64", parallel: bool = True):
     src = f'''
 @T.prim_func
 def ilu0(indptr_h: T.handle, indices_h: T.handle, data_h: T.handle, dpos_h: T.handle,
-         tptr_h: T.handle, tgt_h: T.handle, src_h: T.handle, seg_ptr_h: T.handle,
-         seg_par_h: T.handle):
+         seg_ptr_h: T.handle, seg_par_h: T.handle, marker_h: T.handle, threads: T.int32):
     n = T.int32()
     np1 = T.int32()
     nnz = T.int32()
-    nt = T.int32()
     S = T.int32()
+    nm = T.int32()
     indptr = T.match_buffer(indptr_h, (np1,), "int32")
     indices = T.match_buffer(indices_h, (nnz,), "int32")
     data = T.match_buffer(data_h, (nnz,), {name!r})
     dpos = T.match_buffer(dpos_h, (n,), "int32")
-    tptr = T.match_buffer(tptr_h, (nnz + 1,), "int32")
-    tgt = T.match_buffer(tgt_h, (nt,), "int32")
-    src = T.match_buffer(src_h, (nt,), "int32")
     seg_ptr = T.match_buffer(seg_ptr_h, (S,), "int32")
     seg_par = T.match_buffer(seg_par_h, (S,), "int32")
+    marker = T.match_buffer(marker_h, (nm,), "int32")
     for s in range(S - 1):
         lo = T.bind(seg_ptr[s])
         size = T.bind(seg_ptr[s + 1] - lo)
         if seg_par[s] != 0:
-            for k in {ploop}(size):
-{_row_code("lo + k", 16)}
+            chunk = T.bind((size + threads - 1) // threads)
+            for c in {ploop}(threads):
+                for kk in range(T.max(T.min(chunk, size - c * chunk), 0)):
+{_row_code("lo + c * chunk + kk", "c * n", 20)}
         else:
-            for k in range(size):
-{_row_code("lo + k", 16)}
+            for kk in range(size):
+{_row_code("lo + kk", "0", 16)}
 '''
     return tvm.script.from_source(src, extra_vars={"T": T})
 
@@ -134,7 +139,7 @@ def ilu0(indptr_h: T.handle, indices_h: T.handle, data_h: T.handle, dpos_h: T.ha
 def _kernel(dtype: str, parallel: bool, target: Any):
     from tvm_ext.kernel_cache import get_or_build
 
-    return get_or_build(("schedules.sparse.ilu0", dtype, bool(parallel), 1),
+    return get_or_build(("schedules.sparse.ilu0", dtype, bool(parallel), 2),
                         lambda: ilu0_func(dtype, parallel), target)
 
 
@@ -153,61 +158,6 @@ def _diagonal_positions(B: sp.csr_array, perm: np.ndarray | None, what: str) -> 
     return dpos.astype(_I32)
 
 
-def symbolic_ilu0(B: sp.csr_array, dpos: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Update triples of IKJ ILU(0) on the pattern of canonical ``B``.
-
-    Returns ``tptr`` (``nnz + 1``), ``tgt`` and ``src`` (int32): entry ``e =
-    (i, k)`` with ``k < i`` updates ``data[tgt[t]] -= data[e] * data[src[t]]``
-    for ``t`` in ``tptr[e]:tptr[e+1]``, where ``src[t]`` is an entry ``(k, j)``
-    with ``j > k`` and ``tgt[t]`` the entry ``(i, j)``.  Vectorised numpy,
-    batched so memory stays bounded.
-
-    >>> import numpy as np, scipy.sparse as sp
-    >>> B = sp.csr_array(np.array([[4., 1, 1], [1, 4, 0], [1, 0, 4]]))
-    >>> tptr, tgt, src = symbolic_ilu0(B, np.array([0, 3, 5], np.int32))
-    >>> tptr.tolist(), tgt.tolist(), src.tolist()     # (1,0) updates (1,1); (2,0) updates (2,2)
-    ([0, 0, 0, 0, 1, 1, 2, 2], [4, 6], [1, 2])
-    """
-    n, nnz = B.shape[0], B.nnz
-    indptr = B.indptr.astype(np.int64)
-    rows = np.repeat(np.arange(n, dtype=np.int64), np.diff(indptr))
-    cols = B.indices.astype(np.int64)
-    keys = rows * n + cols                       # row-major: sorted for canonical CSR
-    lower = np.flatnonzero(cols < rows)
-    k = cols[lower]
-    ustart = dpos.astype(np.int64)[k] + 1         # row k's entries right of its diagonal
-    counts = indptr[k + 1] - ustart
-    ends = np.cumsum(counts)
-    per_entry = np.zeros(nnz, dtype=np.int64)
-    tgt_parts, src_parts = [], []
-    lo = 0
-    while lo < lower.size:
-        base = ends[lo - 1] if lo else 0
-        hi = int(np.searchsorted(ends, base + _BATCH, side="right"))
-        hi = max(hi, lo + 1)
-        c = counts[lo:hi]
-        total = int(c.sum())
-        if total:
-            owner = np.repeat(np.arange(lo, hi), c)
-            first = np.cumsum(c) - c
-            f = np.repeat(ustart[lo:hi] - first, c) + np.arange(total)
-            e = lower[owner]
-            want = rows[e] * n + cols[f]
-            pos = np.searchsorted(keys, want)
-            pos_c = np.minimum(pos, nnz - 1)
-            hit = keys[pos_c] == want
-            tgt_parts.append(pos_c[hit].astype(_I32))
-            src_parts.append(f[hit].astype(_I32))
-            per_entry += np.bincount(e[hit], minlength=nnz)
-        lo = hi
-    tptr = np.zeros(nnz + 1, dtype=np.int64)
-    np.cumsum(per_entry, out=tptr[1:])
-    if tptr[-1] > np.iinfo(_I32).max:
-        raise InputError(f"ILU0: {int(tptr[-1])} update triples overflow int32 indexing")
-    cat = (lambda parts: np.concatenate(parts) if parts else np.zeros(0, _I32))  # noqa: E731
-    return tptr.astype(_I32), cat(tgt_parts), cat(src_parts)
-
-
 class ILU0:
     """ILU(0) preconditioner with a level-set schedule: inspect and factor once, apply many times.
 
@@ -218,7 +168,7 @@ class ILU0:
       solver loop uses); :meth:`solve` takes and returns numpy vectors in the
       original order; :meth:`factors` gives ``L`` (unit lower) and ``U`` in the
       original order.
-    * ``seconds``: inspector (``levels``, ``symbolic``) and ``factor`` time.
+    * ``seconds``: inspector (``levels``, ``pivots``) and ``factor`` time.
 
     >>> import numpy as np
     >>> from tvm_ext.workloads import lap3d
@@ -252,14 +202,12 @@ class ILU0:
             seg_ptr, seg_par = np.array([0, self.n], _I32), np.zeros(2, _I32)
         t1 = time.perf_counter()
         dpos = _diagonal_positions(B, self.perm, what) if self.n else np.zeros(0, _I32)
-        tptr, tgt, src = symbolic_ilu0(B, dpos)
         t2 = time.perf_counter()
-        data = self._factor(kernel, B, dpos, tptr, tgt, src, seg_ptr, seg_par)
+        data = self._factor(kernel, B, dpos, seg_ptr, seg_par)
         self._check_pivots(data, dpos, what)
         F = sp.csr_array((data, B.indices, B.indptr), shape=B.shape)
         F.has_sorted_indices = True
         self._F = F
-        self.update_triples = int(tgt.size)
         L, U = _split_factors(F, dpos)
         self._level_perm = self.perm
         if sync == "p2p" and self.schedule is not None:
@@ -273,7 +221,7 @@ class ILU0:
 
         self._tmp = tvm.runtime.empty((max(self.n, 1),), self.dtype, tvm.cpu(0))
         t3 = time.perf_counter()
-        self.seconds = {"levels": t1 - t0, "symbolic": t2 - t1, "factor": t3 - t2}
+        self.seconds = {"levels": t1 - t0, "pivots": t2 - t1, "factor": t3 - t2}
         if self.schedule is not None:
             self.seconds.update({f"levels.{k}": v for k, v in self.schedule.seconds.items()})
         #: the matrix in the executor's row order (``P A P^T`` or ``A``)
@@ -310,23 +258,25 @@ class ILU0:
 
     @property
     def inspector_seconds(self) -> float:
-        """Level sets + symbolic factorization (not the numeric factorization)."""
-        return self.seconds["levels"] + self.seconds["symbolic"]
+        """Level sets and pivot positions (not the numeric factorization)."""
+        return self.seconds["levels"] + self.seconds["pivots"]
 
-    def _factor(self, kernel, B, dpos, tptr, tgt, src, seg_ptr, seg_par) -> np.ndarray:
+    def _factor(self, kernel, B, dpos, seg_ptr, seg_par) -> np.ndarray:
         import tvm
 
-        if self.n == 0:
+        from tvm_ext.target import num_threads
+
+        if self.n == 0 or B.nnz == 0:
             return B.data.copy()
+        threads = max(1, num_threads()) if self.parallel else 1
         cpu = tvm.cpu(0)
-        nz = lambda a: a if a.size else np.zeros(1, _I32)  # noqa: E731 - no 0-size buffers
         data = tvm.runtime.tensor(np.ascontiguousarray(B.data), cpu)
         args = [tvm.runtime.tensor(np.ascontiguousarray(a), cpu) for a in (
             B.indptr.astype(_I32), B.indices.astype(_I32))]
         args.append(data)
         args += [tvm.runtime.tensor(np.ascontiguousarray(a), cpu) for a in (
-            dpos, tptr, nz(tgt), nz(src), seg_ptr, seg_par)]
-        kernel["main"](*args)
+            dpos, seg_ptr, seg_par, np.full(threads * self.n, -1, _I32))]
+        kernel["main"](*args, threads)
         return data.numpy()
 
     def _check_pivots(self, data: np.ndarray, dpos: np.ndarray, what: str) -> None:
