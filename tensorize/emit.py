@@ -1064,8 +1064,19 @@ def _tile_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, steps):
     return outer_sp, outer_red, [inner[a] for a in spec.axes]
 
 
+def _lanes_of(block) -> int:
+    """Vector lanes of the block's output dtype on the target in scope (else the host)."""
+    from tvm_ext.target import hardware_facts
+
+    dtype = str(_region_buffer(block.writes[0]).dtype) if block.writes else "float32"
+    try:
+        return hardware_facts().lanes(dtype)
+    except TypeError:  # a dtype numpy does not know (bfloat16): 32-bit lanes
+        return hardware_facts().lanes("float32")
+
+
 def schedule_elementwise(sch, block) -> None:
-    """Vectorise the innermost loop (in 16-lane pieces when long) and parallelise the fused
+    """Vectorise the innermost loop (in pieces of the target's vector lanes when long) and parallelise the fused
     loops around it, of a plain block such as a pad or pack copy (best effort: a block
     that refuses keeps its loops)."""
     from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
@@ -1079,7 +1090,7 @@ def schedule_elementwise(sch, block) -> None:
     try:
         inner = loops[-1]
         if int(sch.get(inner).extent) > 64:
-            inner = sch.split(inner, [None, 16])[1]
+            inner = sch.split(inner, [None, _lanes_of(sch.get(block))])[1]
         sch.vectorize(inner)
         outer = sch.get_loops(block)[:-1]
     except TvmScheduleError:

@@ -836,6 +836,7 @@ def tensorized(kernel: Kernel | Any, isa: str = "x86", *, impl: str = "micro", t
     from tensorize.emit import apply, schedule_elementwise
     from tensorize.search import find_mappings
     from tvm_ext.kernel_cache import get_or_build
+    from tvm_ext.target import resolve_target
 
     if not isinstance(kernel, Kernel):
         kernel = kernel_from_prim_func(kernel)
@@ -849,20 +850,21 @@ def tensorized(kernel: Kernel | Any, isa: str = "x86", *, impl: str = "micro", t
     others = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))
               if sch.get(b).name_hint not in plan.blocks]
     emitted = {}
-    for name, cands in plan.candidates.items():
-        m = _first_fitting(sch, name, cands, impl)
-        if m is None:
-            continue
-        plan.candidates[name] = [m] + [c for c in cands if c is not m]
-        emitted[name] = apply(sch, sch.get_sblock(name), m, impl, tiles=tiles, pack=pack, outer=outer,
-                              call_rows=call_rows)
+    with resolve_target(target):  # tiles and vector widths follow the target (tvm_ext.target.hardware_facts)
+        for name, cands in plan.candidates.items():
+            m = _first_fitting(sch, name, cands, impl)
+            if m is None:
+                continue
+            plan.candidates[name] = [m] + [c for c in cands if c is not m]
+            emitted[name] = apply(sch, sch.get_sblock(name), m, impl, tiles=tiles, pack=pack, outer=outer,
+                                  call_rows=call_rows)
+        others += [b for b in plan.candidates if b not in emitted]
+        for name in others:
+            schedule_elementwise(sch, sch.get_sblock(name))
     if not emitted:
         from tvm_ext.errors import MappingError
 
         raise MappingError(f"{kernel.name}: none of the selected mappings fits implementation {impl!r}")
-    others += [b for b in plan.candidates if b not in emitted]
-    for name in others:
-        schedule_elementwise(sch, sch.get_sblock(name))
     key = ("tensorized", kernel.signature(), isa, impl, tuple(sorted((tiles or {}).items())), pack, outer,
            call_rows, tuple((b, e.intrin) for b, e in emitted.items()))
     mod = get_or_build(key, lambda: sch.mod, target)

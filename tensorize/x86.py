@@ -6,7 +6,10 @@ for ISA ``"x86"``:
 * ``"micro"`` — a register-blocked FMA micro-kernel.  The output tile lives in a
   ``local`` buffer that LLVM promotes to vector registers; the reduction axes run
   outermost, the non-vector spatial axes are unrolled and the unit-stride axis is
-  vectorised, so each k step is ``MR x NR/16`` ``vfmadd231ps zmm`` (AVX-512).
+  vectorised, so each k step is ``MR x NR/lanes`` vector FMAs (``vfmadd231ps zmm``
+  with AVX-512, ``ymm`` with AVX2).  The tile comes from the target's
+  :func:`~tvm_ext.target.hardware_facts` (the target in scope, ``with target:``,
+  else the host): lanes from its vector width, rows from its register file.
 * ``"blas"`` — a BLAS-like pseudo-instruction: one ``call_extern`` of
   ``tvmext_sgemm_acc`` (``csrc/tvmext_gemm.c``, built at run time with the system
   C compiler into the kernel cache directory) per tile, with every operand passed
@@ -51,21 +54,18 @@ __all__ = [
     "PackedCall",
     "build_gemm_library",
     "count_vector_fma",
-    "VECTOR_BITS",
     "get_implementation",
 ]
 
-#: Vector register width assumed for register budgeting (AVX-512).
-VECTOR_BITS = 512
-#: Vector registers a default accumulator tile uses (of 32 zmm; the rest hold B and broadcasts).
-ACC_REGISTERS = 24
-#: Hard limit for explicit tiles: beyond the 32 zmm registers the accumulators would spill.
-MAX_ACC_REGISTERS = 32
+
+def _facts():
+    from tvm_ext.target import hardware_facts
+
+    return hardware_facts()
 
 
 def _lanes(dtype: str) -> int:
-    bits = int(re.sub(r"\D", "", dtype) or 32)
-    return max(VECTOR_BITS // bits, 1)
+    return _facts().lanes(dtype)
 
 
 def _divisors(n: int) -> list[int]:
@@ -117,27 +117,32 @@ class MicroKernel(Implementation):
 
         Extents without a fitting divisor get the preferred size and are padded.
         """
+        from tvm_ext.target import gemm_blocking
+
         ext = spec.extent
-        lanes = _lanes(spec.dtype)
+        facts = _facts()
+        lanes = facts.lanes(spec.dtype)
+        nr = gemm_blocking(facts, spec.dtype).nr
         vec, row = spec.vector_axis, spec.row_axis
         tile: dict[str, int] = {}
         if vec is not None:
-            tile[vec] = _pick(ext[vec], [2 * lanes, lanes, 4 * lanes, 3 * lanes], fixed.get(vec))
+            prefs = list(dict.fromkeys([nr, lanes, 2 * lanes, 4 * lanes, 3 * lanes]))
+            tile[vec] = _pick(ext[vec], prefs, fixed.get(vec))
         nvec = -(-tile.get(vec, 1) // lanes) if vec else 1
         for a in spec.spatial:
             if a not in (vec, row):
                 tile[a] = min(int(fixed.get(a) or 1), ext[a])
         others = _prod(tile[a] for a in spec.spatial if a not in (vec, row))
-        budget = max(ACC_REGISTERS // (nvec * others), 1)  # MR gets what the other axes leave
+        budget = max(facts.accumulator_registers // (nvec * others), 1)  # MR: what the other axes leave
         if row is not None:
             tile[row] = int(fixed.get(row) or _rows(ext[row], budget))
             tile[row] = min(tile[row], ext[row])
         for a in spec.reduction:
             tile[a] = min(int(fixed.get(a) or ext[a]), ext[a])
         regs = nvec * _prod(tile[a] for a in spec.spatial if a != vec)
-        if regs > MAX_ACC_REGISTERS:
+        if regs > facts.vector_registers:  # beyond the register file the accumulators would spill
             raise ScheduleError(f"micro-kernel: tile {tile} needs {regs} accumulator registers "
-                                f"(at most {MAX_ACC_REGISTERS})")
+                                f"(the target has {facts.vector_registers} {facts.vector_bits}-bit registers)")
         return tile
 
     def impl_source(self, spec: IntrinSpec) -> str:
@@ -261,6 +266,17 @@ def _compiler() -> str:
     return cc
 
 
+def _arch_flags() -> list[str]:
+    """``-march`` and ``-mprefer-vector-width`` for the target in scope: ``native`` when it is the
+    host CPU, else its ``mcpu`` (LLVM's x86 CPU names are GCC's and Clang's too)."""
+    from tvm_ext.target import default_target
+
+    facts = _facts()
+    host = str(default_target().attrs.get("mcpu", ""))
+    march = "native" if facts.mcpu == host else facts.mcpu
+    return [f"-march={march}", f"-mprefer-vector-width={facts.vector_bits}"]
+
+
 def build_gemm_library() -> Path:
     """Compile ``csrc/tvmext_gemm.c`` once (per source, flags and host CPU) and load it RTLD_GLOBAL.
 
@@ -279,7 +295,7 @@ def build_gemm_library() -> Path:
     from tvm_ext.target import target_key
 
     src = Path(__file__).with_name("csrc") / "tvmext_gemm.c"
-    flags = ["-O3", "-march=native", "-mprefer-vector-width=512", "-fPIC", "-shared"]
+    flags = ["-O3", *_arch_flags(), "-fPIC", "-shared"]
     # -march=native: a library built on another CPU (a shared home) must not be reused
     key = src.read_bytes() + " ".join(flags).encode() + b"\0" + target_key(None).encode()
     digest = hashlib.sha256(key).hexdigest()[:16]

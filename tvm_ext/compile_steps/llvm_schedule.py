@@ -474,7 +474,8 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
     if tensorize == "never":
         return done(default, KernelSchedule(name, "default", reason="tensorize='never'"))
     try:
-        sch, emitted, why = tensorize_primfunc(func)
+        with tgt:  # the micro-kernel's tile follows this target's hardware facts
+            sch, emitted, why = tensorize_primfunc(func)
     except Exception as e:  # noqa: BLE001 - a TVM failure while mapping: keep the default schedule
         sch, emitted, why = None, [], f"tensorize failed ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
     if sch is None:
@@ -484,7 +485,8 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
         return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1]))
     for knobs in VARIANTS[1:]:
         try:
-            alt, alt_emitted, _ = tensorize_primfunc(func, **knobs)
+            with tgt:
+                alt, alt_emitted, _ = tensorize_primfunc(func, **knobs)
         except Exception:  # noqa: BLE001 - a variant is optional
             continue
         seen = {tvm_ffi_hash(f) for f, _ in variants.values()}
