@@ -47,7 +47,9 @@ int32_t tvmext_p2p_wait(int32_t *progress, int32_t thread, int32_t need, int32_t
         if (atomic_load_explicit(p, memory_order_acquire) >= need) return 0;
         if (atomic_load_explicit(f, memory_order_relaxed)) return 1;
         if ((spin & 255) == 0) {
-            sched_yield(); /* the machine may be oversubscribed */
+            /* a few microseconds of spinning: the other thread is probably not
+               running (an oversubscribed machine), so give up the core */
+            sched_yield();
             double t = now_ms();
             if (start < 0) start = t;
             else if (t - start > timeout_ms) {
