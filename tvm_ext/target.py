@@ -137,16 +137,10 @@ def target_key(target: Any = None) -> str:
 
 def cpu_features() -> list[str]:
     """CPU SIMD features LLVM reports for the host (e.g. ``avx512f``, ``fma``)."""
-    import tvm
-
-    f = tvm.get_global_func("target.llvm_get_cpu_features", allow_missing=True)
-    if f is not None:
-        try:
-            feats = f(resolve_target(None))
-            return sorted(str(k) for k in feats)
-        except Exception:  # pragma: no cover - depends on TVM build
-            pass
-    flags: set[str] = set()
+    feats = target_features(default_target())
+    if feats:
+        return sorted(feats)
+    flags: set[str] = set()  # a TVM build without the LLVM query: the kernel's flags
     try:
         with open("/proc/cpuinfo") as fh:
             for line in fh:

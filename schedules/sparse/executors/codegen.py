@@ -127,37 +127,12 @@ def native_lanes(dtype: str, target=None) -> int:
 
 
 def _vector_bytes(target) -> int:
-    from tvm_ext.target import resolve_target
+    from tvm_ext.target import hardware_facts, resolve_target
 
     tgt = resolve_target(target)
     if tgt.kind.name != "llvm":
         raise ConfigError(f"target {tgt.kind.name!r}: the sparse executors are built for llvm (CPU)")
-    feats = _target_features(str(tgt))
-    if "avx512f" in feats:
-        return 64
-    if "avx2" in feats or "avx" in feats:
-        return 32
-    return 16
-
-
-_FEATURES: dict[str, frozenset] = {}
-
-
-def _target_features(target_str: str) -> frozenset:
-    hit = _FEATURES.get(target_str)
-    if hit is not None:
-        return hit
-    import tvm
-
-    feats: frozenset = frozenset()
-    f = tvm.get_global_func("target.llvm_get_cpu_features", allow_missing=True)
-    if f is not None:
-        try:
-            feats = frozenset(str(k) for k in f(tvm.target.Target(target_str)))
-        except Exception:  # pragma: no cover - depends on TVM build
-            feats = frozenset()
-    _FEATURES[target_str] = feats
-    return feats
+    return hardware_facts(tgt).vector_bytes
 
 
 @dataclass(frozen=True)
