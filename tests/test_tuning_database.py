@@ -1,15 +1,17 @@
 """The tuning database: corruption is an error and nothing is overwritten; torn tails; locking; CLI."""
 from __future__ import annotations
 
+import base64
 import json
+import struct
 import subprocess
 import sys
 
 import pytest
 
 from tvm_ext.errors import TuningError
-from tvm_ext.tuning.database import (KNOB_RECORDS, MS_RECORDS, MS_WORKLOADS, TASKS, TuningDatabase,
-                                     check_database, read_json_lines)
+from tvm_ext.tuning.database import (KNOB_RECORDS, META, MS_RECORDS, MS_WORKLOADS, TASKS, TuningDatabase,
+                                     check_database, read_json_lines, tvm_version)
 from tvm_ext.tuning.session import run_session
 from tvm_ext.tuning.tasks import make_task
 from tvm_ext.workloads import lap2d
@@ -17,6 +19,12 @@ from tvm_ext.workloads import lap2d
 
 def _snapshot(root):
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
+
+
+def _workload_line(shash: str = "123", version: str | None = None) -> str:
+    """A MetaSchedule workload line whose module JSON records ``version`` (default: this TVM)."""
+    body = json.dumps({"root_index": 0, "nodes": [], "metadata": {"tvm_version": version or tvm_version()}}).encode()
+    return json.dumps([shash, base64.b64encode(struct.pack("<Q", len(body)) + body).decode()]) + "\n"
 
 
 @pytest.fixture
@@ -58,7 +66,7 @@ def test_corrupt_line_is_a_clear_error_and_nothing_is_overwritten(filled_db, tas
 def test_ms_record_naming_a_missing_workload_is_corruption(tmp_path):
     db = tmp_path / "db"
     db.mkdir()
-    (db / MS_WORKLOADS).write_text('["123", "abc"]\n')
+    (db / MS_WORKLOADS).write_text(_workload_line())
     (db / MS_RECORDS).write_text('[0, [[[], []], [1e-3], {}, []]]\n[5, [[[], []], [1e-3], {}, []]]\n')
     before = _snapshot(db)
     with pytest.raises(TuningError, match=r":2: record names workload 5"):
@@ -131,3 +139,112 @@ def test_cli_unknown_task_and_corrupt_database_are_one_line_errors(tmp_path):
     assert (db / KNOB_RECORDS).read_text() == "garbage\n"
     p = _cli("tune", "gemm", "--shape", "4", "4", "--db", str(tmp_path / "db3"))
     assert p.returncode == 2 and "three sizes" in p.stderr
+
+
+# --------------------------------------------------------------------------- validation and versions
+@pytest.mark.parametrize("cost", ["-9.0", "0", "NaN", "Infinity", "-Infinity", '"fast"', "true"])
+def test_knob_record_with_a_bad_cost_names_file_and_line(filled_db, task, cost):
+    path = filled_db / KNOB_RECORDS
+    lines = path.read_bytes().splitlines(keepends=True)
+    bad = json.loads(lines[1])
+    text = json.dumps(bad).replace(json.dumps(bad["cost"]), "COST", 1).replace('"cost": COST', f'"cost": {cost}')
+    path.write_bytes(lines[0] + text.encode() + b"\n" + b"".join(lines[2:]))
+    before = _snapshot(filled_db)
+    with pytest.raises(TuningError, match=rf"{KNOB_RECORDS}:2: cost must be a finite positive number"):
+        run_session(task, filled_db, 8, progress=False)
+    assert _snapshot(filled_db) == before
+
+
+@pytest.mark.parametrize("secs", ["[-0.001]", "[NaN]", "[Infinity]", "[0.001, -1e-05]", '["x"]', "[0]"])
+def test_ms_record_with_a_bad_run_time_names_file_and_line(tmp_path, secs):
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / MS_WORKLOADS).write_text(_workload_line())
+    (db / MS_RECORDS).write_text(f'[0, [[[], []], [1e-3], {{}}, []]]\n[0, [[[], []], {secs}, {{}}, []]]\n')
+    before = _snapshot(db)
+    with pytest.raises(TuningError, match=rf"{MS_RECORDS}:2: run_secs must be a list of finite positive"):
+        check_database(db)
+    assert _snapshot(db) == before
+
+
+def test_task_entry_with_a_negative_default_is_refused(filled_db, task):
+    path = filled_db / TASKS
+    entry = json.loads(path.read_text())
+    entry["default"]["cost"] = -9.0
+    path.write_text(json.dumps(entry) + "\n")
+    with pytest.raises(TuningError, match=rf"{TASKS}:1: default must be .* finite positive cost"):
+        run_session(task, filled_db, 6, progress=False)
+
+
+def test_session_writes_a_header_with_format_and_tvm_version(filled_db):
+    meta = json.loads((filled_db / META).read_text())
+    assert meta["format"] == 1 and meta["tvm"] == tvm_version()
+    assert check_database(filled_db).meta["tvm"] == tvm_version()
+
+
+@pytest.mark.parametrize("header, why", [
+    ({"format": 1, "tvm": "0.19.0"}, "database written by TVM 0.19.0"),
+    ({"format": 99, "tvm": None}, "database format 99"),
+    ({"tvm": "0.27.0"}, "not a database header"),
+])
+def test_foreign_database_version_is_refused_untouched(filled_db, task, header, why):
+    if header.get("tvm", "") is None:
+        header["tvm"] = tvm_version()
+    (filled_db / META).write_text(json.dumps(header) + "\n")
+    before = _snapshot(filled_db)
+    with pytest.raises(TuningError, match=rf"{META}:1: {why}"):
+        run_session(task, filled_db, 8, progress=False)
+    assert _snapshot(filled_db) == before
+
+
+def test_workload_from_another_tvm_series_is_refused(tmp_path):
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / MS_WORKLOADS).write_text(_workload_line() + _workload_line("456", "0.19.0"))
+    with pytest.raises(TuningError, match=rf"{MS_WORKLOADS}:2: workload written by TVM 0.19.0"):
+        check_database(db)
+
+
+def test_workload_metaschedule_cannot_parse_names_the_file(tmp_path):
+    from tvm.s_tir import meta_schedule as ms
+    from tvm.script import tirx as T
+
+    @T.prim_func(s_tir=True)
+    def add(a: T.Buffer((4,), "float32"), b: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.sblock("b"):
+                vi = T.axis.spatial(4, i)
+                b[vi] = a[vi] + T.float32(1)
+
+    import tvm
+
+    shash, module = ms.database.Workload(tvm.IRModule({"main": add})).as_json()
+    text = base64.b64decode(module)[8:].replace(b'"ir.GlobalVar"', b'"ir.NoSuchType"')
+    body = struct.pack("<Q", len(text)) + text  # TVM's length-prefixed JSON
+    db = tmp_path / "db"
+    db.mkdir()
+    (db / MS_WORKLOADS).write_text(json.dumps([str(shash), base64.b64encode(body).decode()]) + "\n")
+    before = _snapshot(db)
+    with pytest.raises(TuningError, match=rf"{MS_WORKLOADS}:1: MetaSchedule cannot read it .*NoSuchType"):
+        TuningDatabase(db).ms_database()
+    assert _snapshot(db) == before
+
+
+_WRITER = """
+import sys
+from tvm_ext.tuning.database import TuningDatabase
+db = TuningDatabase(sys.argv[1])
+for i in range(int(sys.argv[3])):
+    db.add_knob_record("t", {"writer": sys.argv[2], "i": i, "pad": "x" * 3000}, 1.0 + i, "cycles")
+"""
+
+
+def test_two_writers_appending_at_once_keep_every_record(tmp_path):
+    db = tmp_path / "db"
+    db.mkdir()
+    n = 150
+    procs = [subprocess.Popen([sys.executable, "-c", _WRITER, str(db), w, str(n)]) for w in ("a", "b")]
+    assert [p.wait(timeout=120) for p in procs] == [0, 0]
+    recs = check_database(db).knob_records
+    seen = sorted((r["knobs"]["writer"], r["knobs"]["i"]) for r in recs)
+    assert seen == sorted((w, i) for w in ("a", "b") for i in range(n))

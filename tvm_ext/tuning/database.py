@@ -8,6 +8,7 @@ One directory (``--db DIR``) holds every task tuned into it:
 ``knob_records.json``            knob tasks (simulated or measured outside TIR):
                                  one ``{"task", "knobs", "cost", ...}`` per line
 ``tasks.json``                   one line per task: its spec and untuned default
+``database_meta.json``           one line: ``{"format": 1, "tvm": "0.27.0"}``
 ``args/``                        real kernel arguments (:class:`~.measure.ArgStore`)
 ===============================  ==============================================
 
@@ -15,10 +16,17 @@ Every file is JSON lines, written one complete line per record with ``fsync``,
 so an interrupted session loses at most the record being measured.
 :func:`check_database` parses every line before a session opens the
 directory: a line that does not parse, or a record naming a workload that
-does not exist, raises :class:`~tvm_ext.errors.TuningError` naming the file
-and line, and nothing is written.  The one repair: a *torn tail* (the last
-line has no newline and does not parse, what a kill during a write leaves) is
-moved to ``<file>.torn`` before the session appends.
+does not exist, or a record whose run time or cost is not a finite positive
+number, raises :class:`~tvm_ext.errors.TuningError` naming the file and line
+(``file:line: why``), and nothing is written.  So does a database of another
+format version or another TVM release series (``database_meta.json``, and the
+``tvm_version`` MetaSchedule stores in each workload): MetaSchedule traces do
+not carry across TVM releases.  The one repair: a *torn tail* (the last line
+has no newline and does not parse, what a kill during a write leaves) is moved
+to ``<file>.torn`` before the session appends.
+
+Each record is appended with one ``write`` on an ``O_APPEND`` descriptor and
+``fsync``-ed, so concurrent writers never interleave inside a line.
 
 A ``.lock`` file (``flock``) keeps two sessions from appending to one
 directory at once.
@@ -35,6 +43,7 @@ Example::
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import math
 import os
@@ -54,13 +63,18 @@ __all__ = [
     "MS_RECORDS",
     "KNOB_RECORDS",
     "TASKS",
+    "META",
+    "FORMAT_VERSION",
 ]
 
 MS_WORKLOADS = "database_workload.json"
 MS_RECORDS = "database_tuning_record.json"
 KNOB_RECORDS = "knob_records.json"
 TASKS = "tasks.json"
+META = "database_meta.json"
 LOCK = ".lock"
+#: Version of this directory layout and its record fields.
+FORMAT_VERSION = 1
 #: MetaSchedule's cost for a failed candidate.
 MS_FAILED = 1e9
 
@@ -116,9 +130,60 @@ def read_json_lines(path: str | os.PathLike, check: Callable[[Any, int], str | N
     return _Lines(p, items, torn, good)
 
 
+@functools.lru_cache(maxsize=None)
+def tvm_version() -> str:
+    """The installed TVM's version string (without importing TVM when the package metadata has it)."""
+    from importlib import metadata
+
+    for dist in ("apache-tvm", "tvm"):
+        try:
+            return metadata.version(dist)
+        except metadata.PackageNotFoundError:
+            continue
+    import tvm
+
+    return str(tvm.__version__)
+
+
+def _series(version: str) -> tuple[str, ...]:
+    """``"0.27.0.post1"`` -> ``("0", "27")``: records carry across patch releases, not across series."""
+    return tuple(version.split(".")[:2])
+
+
+def _positive_number(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _workload_tvm_version(module_b64: str) -> str | None:
+    """The ``tvm_version`` MetaSchedule stored in a workload's serialized module (None: not recorded)."""
+    import base64
+    import binascii
+
+    try:
+        raw = base64.b64decode(module_b64, validate=True)
+    except (binascii.Error, ValueError):
+        raise ValueError("module is not base64") from None
+    start = raw.find(b"{", 0, 64)
+    if start < 0:
+        raise ValueError("module is not TVM JSON")
+    try:
+        meta = json.loads(raw[start:].decode("utf-8")).get("metadata") or {}
+    except (UnicodeDecodeError, ValueError, AttributeError):
+        raise ValueError("module is not TVM JSON") from None
+    v = meta.get("tvm_version") if isinstance(meta, dict) else None
+    return str(v) if v is not None else None
+
+
 def _check_ms_workload(item: Any, lineno: int) -> str | None:
     if not (isinstance(item, list) and len(item) == 2 and isinstance(item[0], str) and isinstance(item[1], str)):
         return "not a MetaSchedule workload entry [hash, module]"
+    try:
+        written_by = _workload_tvm_version(item[1])
+    except ValueError as err:
+        return f"not a MetaSchedule workload entry ({err})"
+    here = tvm_version()
+    if written_by is not None and _series(written_by) != _series(here):
+        return f"workload written by TVM {written_by}; this is TVM {here} (use another --db directory)"
     return None
 
 
@@ -127,8 +192,8 @@ def _check_ms_record(item: Any, lineno: int) -> str | None:
             and len(item[1]) >= 2):
         return "not a MetaSchedule tuning record [workload, [trace, run_secs, ...]]"
     secs = item[1][1]
-    if secs is not None and not (isinstance(secs, list) and all(isinstance(s, (int, float)) for s in secs)):
-        return "run_secs is not a list of numbers"
+    if secs is not None and not (isinstance(secs, list) and all(_positive_number(s) for s in secs)):
+        return f"run_secs must be a list of finite positive numbers, got {json.dumps(secs)[:80]}"
     return None
 
 
@@ -136,14 +201,33 @@ def _check_knob(item: Any, lineno: int) -> str | None:
     if not isinstance(item, dict) or not isinstance(item.get("task"), str) or not isinstance(item.get("knobs"), dict):
         return "not a knob record {task, knobs, cost, ...}"
     c = item.get("cost")
-    if c is not None and not isinstance(c, (int, float)):
-        return "cost is not a number"
+    if c is not None and not _positive_number(c):
+        return f"cost must be a finite positive number or null, got {json.dumps(c)}"
+    if not isinstance(item.get("unit", ""), str) or not isinstance(item.get("error") or "", str):
+        return "unit and error must be strings"
     return None
 
 
 def _check_task(item: Any, lineno: int) -> str | None:
     if not isinstance(item, dict) or not isinstance(item.get("task"), str) or not isinstance(item.get("spec"), dict):
         return "not a task entry {task, spec, default}"
+    default = item.get("default")
+    if not isinstance(default, dict) or not _positive_number(default.get("cost")):
+        return "default must be {cost, ...} with a finite positive cost"
+    return None
+
+
+def _check_meta(item: Any, lineno: int) -> str | None:
+    if lineno > 1:
+        return "more than one line"
+    if not isinstance(item, dict) or not isinstance(item.get("format"), int) or not isinstance(item.get("tvm"), str):
+        return "not a database header {format, tvm}"
+    if item["format"] != FORMAT_VERSION:
+        return (f"database format {item['format']}; this tvm-ext reads format {FORMAT_VERSION} "
+                "(use another --db directory)")
+    here = tvm_version()
+    if _series(item["tvm"]) != _series(here):
+        return f"database written by TVM {item['tvm']}; this is TVM {here} (use another --db directory)"
     return None
 
 
@@ -151,6 +235,7 @@ def _check_task(item: Any, lineno: int) -> str | None:
 class DatabaseReport:
     """What :func:`check_database` found."""
 
+    meta: dict | None = None  # the database_meta.json header (None: not written yet)
     ms_workloads: list[str] = field(default_factory=list)  # structural hashes, in file order
     ms_records: list[tuple[int, float | None]] = field(default_factory=list)  # (workload index, mean seconds)
     knob_records: list[dict] = field(default_factory=list)
@@ -177,6 +262,10 @@ def check_database(root: str | os.PathLike) -> DatabaseReport:
     if r.exists() and not r.is_dir():
         raise TuningError(f"tuning database {r}: not a directory")
     rep = DatabaseReport()
+    meta = read_json_lines(r / META, _check_meta)
+    if meta.torn is not None:
+        raise TuningError(f"tuning database {meta.path}:1: incomplete header line; the database was not modified")
+    rep.meta = meta.items[0] if meta.items else None
     wl = read_json_lines(r / MS_WORKLOADS, _check_ms_workload)
     n_wl = len(wl.items)
 
@@ -222,6 +311,8 @@ class TuningDatabase:
         self._lock()
         try:
             self._repair_torn()
+            if self.report.meta is None:
+                self._write_meta()
             yield self
         finally:
             self._unlock()
@@ -237,6 +328,19 @@ class TuningDatabase:
             os.close(fd)
             raise TuningError(f"tuning database {self.root} is in use by another session") from None
         self._lock_fd = fd
+
+    def _write_meta(self) -> None:
+        item = {"format": FORMAT_VERSION, "tvm": tvm_version(), "time": time.time()}
+        try:
+            fd = os.open(self.root / META, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            return
+        try:
+            os.write(fd, (json.dumps(item, sort_keys=True) + "\n").encode())
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.report.meta = item
 
     def _unlock(self) -> None:
         import fcntl
@@ -270,10 +374,13 @@ class TuningDatabase:
         line = (json.dumps(item, sort_keys=True) + "\n").encode()
         fd = os.open(self.root / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
-            os.write(fd, line)
+            written = os.write(fd, line)  # one write on O_APPEND: concurrent writers never interleave a line
             os.fsync(fd)
         finally:
             os.close(fd)
+        if written != len(line):
+            raise TuningError(f"tuning database {self.root / name}: short write ({written} of {len(line)} bytes; "
+                              "disk full?)")
 
     def add_knob_record(self, task: str, knobs: dict, cost: float | None, unit: str, *,
                         error: str | None = None, extra: dict | None = None) -> dict:
@@ -309,6 +416,29 @@ class TuningDatabase:
         from tvm.s_tir import meta_schedule as ms
 
         self.root.mkdir(parents=True, exist_ok=True)
-        return ms.database.JSONDatabase(path_workload=str(self.root / MS_WORKLOADS),
-                                        path_tuning_record=str(self.root / MS_RECORDS),
-                                        allow_missing=True)
+        try:
+            return ms.database.JSONDatabase(path_workload=str(self.root / MS_WORKLOADS),
+                                            path_tuning_record=str(self.root / MS_RECORDS),
+                                            allow_missing=True)
+        except Exception as err:  # noqa: BLE001 - TVM's parser errors: name the file and line instead
+            where, why = self._locate_ms_failure(str(err))
+            raise TuningError(f"tuning database {where}: MetaSchedule cannot read it ({why}); "
+                              "the database was not modified") from None
+
+    def _locate_ms_failure(self, message: str) -> tuple[str, str]:
+        """``(file:line, why)`` of the first workload or record MetaSchedule cannot parse."""
+        from tvm.s_tir import meta_schedule as ms
+
+        first = next((ln.strip() for ln in message.splitlines() if ln.strip()), "parse error")
+        workloads = []
+        for lineno, item in enumerate(read_json_lines(self.root / MS_WORKLOADS).items, 1):
+            try:
+                workloads.append(ms.database.Workload.from_json(item))
+            except Exception as err:  # noqa: BLE001
+                return f"{self.root / MS_WORKLOADS}:{lineno}", str(err).strip().splitlines()[-1][:200]
+        for lineno, item in enumerate(read_json_lines(self.root / MS_RECORDS).items, 1):
+            try:
+                ms.database.TuningRecord.from_json(item[1], workloads[item[0]])
+            except Exception as err:  # noqa: BLE001
+                return f"{self.root / MS_RECORDS}:{lineno}", str(err).strip().splitlines()[-1][:200]
+        return str(self.root), first[:200]
