@@ -248,3 +248,36 @@ def test_two_writers_appending_at_once_keep_every_record(tmp_path):
     recs = check_database(db).knob_records
     seen = sorted((r["knobs"]["writer"], r["knobs"]["i"]) for r in recs)
     assert seen == sorted((w, i) for w in ("a", "b") for i in range(n))
+
+
+@pytest.mark.parametrize("task_args, records_file", [
+    (["sextans", "LFAT5", "--n", "8", "--trials", "100000"], KNOB_RECORDS),  # simulated: records in a second
+    pytest.param(["gemm", "--shape", "16", "16", "16", "--trials", "200"], MS_RECORDS,  # MetaSchedule, popen pool
+                 marks=pytest.mark.slow),
+], ids=["knobs", "metaschedule"])
+def test_ctrl_c_during_tune_exits_130_and_keeps_the_records(tmp_path, task_args, records_file):
+    """SIGINT while a session measures: "interrupted", exit 130, the database still loads with every record."""
+    import os
+    import signal
+    import time
+
+    db = tmp_path / "db"
+    proc = subprocess.Popen([sys.executable, "-m", "tvm_ext.cli", "tune", *task_args, "--db", str(db),
+                             "--no-progress", "--debug"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=dict(os.environ, TVM_NUM_THREADS="2"))
+    records = db / records_file
+    deadline = time.monotonic() + 240
+    while time.monotonic() < deadline and proc.poll() is None:
+        if records.exists() and records.stat().st_size > 0:
+            break
+        time.sleep(0.05)
+    seen = len(read_json_lines(records).items) if records.exists() else 0
+    proc.send_signal(signal.SIGINT)
+    out, err = proc.communicate(timeout=240)
+    assert seen > 0, err[-2000:]
+    assert proc.returncode == 130, err[-3000:]
+    assert err.strip().splitlines()[-1] == "tvm-ext: error: interrupted" and out == ""
+    rep = check_database(db)  # loads: no torn or invalid line
+    kept = rep.knob_records if records_file == KNOB_RECORDS else rep.ms_records
+    assert len(kept) >= seen
