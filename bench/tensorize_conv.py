@@ -16,6 +16,9 @@ channels-last with ``--threads`` threads (the faster layout is the reference,
 a conservative peer when a loaded machine stalls torch's OpenMP barriers).  TVM untuned is
 ``te.create_prim_func`` built as is (for the separable blocks: the two-stage
 depthwise + pointwise definition, not the 9x costlier fused product).
+Each layer is also reported as a percentage of the detected CPU's FMA peak
+(``ours_pct_peak``, ``torch_pct_peak``): the one-thread clock measured by
+:func:`bench.tensorize_gemm.measured_fma_peak` times ``--threads``.
 Run: ``python -m bench.tensorize_conv [--quick]``.
 """
 from __future__ import annotations
@@ -23,7 +26,7 @@ from __future__ import annotations
 import numpy as np
 
 from bench.harness import BenchRun, bench_args, geomean, time_python, time_tvm
-from bench.tensorize_gemm import settle
+from bench.tensorize_gemm import measured_fma_peak, settle
 
 QUICK_RESNET = ("res5_3x3",)
 QUICK_MOBILENET = (13,)
@@ -161,6 +164,12 @@ def _row(name, net, flops, ours, t_nchw, t_cl, untuned, tuned) -> dict:
     }
 
 
+def _with_peak(row: dict, peak_gflops: float) -> dict:
+    """``row`` plus ours / torch as a percentage of the FMA peak."""
+    return {**row, "ours_pct_peak": 100 * row["ours_gflops"] / peak_gflops,
+            "torch_pct_peak": 100 * row["torch_gflops"] / peak_gflops}
+
+
 def main() -> None:
     args = bench_args(__doc__.splitlines()[0])
     from tvm_ext.target import default_target
@@ -169,17 +178,19 @@ def main() -> None:
     target = default_target()
     run = BenchRun("tensorize_conv", out_dir=args.out)
     print(run.header())
+    peak = measured_fma_peak(1, target)["gflops"] * args.threads
+    print(f"FMA peak: {peak:.0f} GFLOP/s on {args.threads} thread(s) (measured one-thread rate x threads)")
     layers = [layer for layer in RESNET50_CONV if not args.quick or layer.name in QUICK_RESNET]
     for layer in layers:
-        row = run_resnet(layer, target)
+        row = _with_peak(run_resnet(layer, target), peak)
         run.add(row)
         print(f"  {row['layer']}: ours {row['ours_gflops']:.0f} GFLOP/s, torch {row['torch_gflops']:.0f}", flush=True)
     for idx in (QUICK_MOBILENET if args.quick else range(1, 14)):
-        row = run_separable(idx, target)
+        row = _with_peak(run_separable(idx, target), peak)
         run.add(row)
         print(f"  {row['layer']}: ours {row['ours_gflops']:.0f} GFLOP/s, torch {row['torch_gflops']:.0f}", flush=True)
     cols = ["layer", "gflop", "ours_ms", "torch_ms", "torch_best_ms", "torch_nchw_ms", "torch_cl_ms", "untuned_ms",
-            "ours_gflops", "torch_gflops", "ours_search_s", "instructions", "knobs"]
+            "ours_gflops", "torch_gflops", "ours_pct_peak", "torch_pct_peak", "ours_search_s", "instructions", "knobs"]
     print(run.markdown(cols, ratios={"torch/ours": ("torch_ms", "ours_ms"),
                                      "torch_best/ours": ("torch_best_ms", "ours_ms"),
                                      "untuned/ours": ("untuned_ms", "ours_ms")}))

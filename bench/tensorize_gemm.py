@@ -16,15 +16,34 @@ ISA Mapper §6.2.1 / §7 on DeepBench GEMM sizes and square 512-2048.  Per shape
 
 Every kernel is built for ``tvm_ext.target.default_target()`` with
 ``TVM_NUM_THREADS`` from ``--threads``.  Run: ``python -m bench.tensorize_gemm [--quick]``.
+
+``--peak`` prints, on whatever machine runs it, each GEMM as a fraction of the
+FMA peak of the detected CPU (:func:`tvm_ext.target.hardware_facts`): peak =
+threads x FMA instructions per cycle x lanes x 2 FLOP x clock, the clock measured
+by a TVM FMA-throughput kernel (:func:`measured_fma_peak`; the table clock from
+``/proc/cpuinfo`` is printed beside it).  Ours (the default micro-kernel that
+``tvm_ext.compile`` emits), numpy (OpenBLAS) and torch (MKL/oneDNN) run at 1 and
+``--threads`` threads, each thread count in a fresh process.
 """
 from __future__ import annotations
 
-import tempfile
-import time
+import os
 
-import numpy as np
+#: OpenBLAS overrides of its CPU detection.  Unset in this bench's own process before numpy
+#: loads, so numpy runs the kernel OpenBLAS picks for this CPU (reported by ``--peak``).
+OPENBLAS_OVERRIDES = ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE")
+UNSET_OVERRIDES = ({k: os.environ.pop(k) for k in OPENBLAS_OVERRIDES if k in os.environ}
+                   if __name__ == "__main__" else {})
 
-from bench.harness import BenchRun, bench_args, geomean, time_python, time_tvm
+import json  # noqa: E402  (after the environment is settled)
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+import time  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from bench.harness import BenchRun, bench_args, geomean, time_python, time_tvm  # noqa: E402
 
 #: DeepBench training GEMMs that run in seconds here (M, N, K), then square sizes.
 DEEPBENCH_PICK = ((1760, 16, 1760), (1760, 32, 1760), (1760, 64, 1760), (1760, 128, 1760),
@@ -55,6 +74,13 @@ def parse_shapes(text: str) -> list[tuple[int, int, int]]:
             raise SystemExit(f"--shapes: {item!r} is not MxNxK")
         out.append(tuple(int(p) for p in parts))
     return out
+
+
+def argparse_hidden():
+    """``argparse.SUPPRESS``: an option for the bench's own child processes."""
+    import argparse
+
+    return argparse.SUPPRESS
 
 
 def _builder(kind: str):
@@ -193,13 +219,195 @@ def run_shape(M: int, N: int, K: int, trials: int, target, builder: str = "inpro
     }
 
 
+# ---------------------------------------------------------------------------
+# Fraction of the FMA peak (--peak)
+# ---------------------------------------------------------------------------
+PEAK_SHAPES = ((512, 512, 512), (2048, 2048, 2048))
+
+
+def fma_peak_func(parts: int, chains: int, lanes: int, iters: int):
+    """A PrimFunc of ``parts`` parallel parts, each running ``chains`` independent vector FMA
+    chains (``acc = acc * a + b``, ``lanes`` wide) ``iters`` times in registers.
+
+    >>> fma_peak_func(1, 4, 16, 8).attrs["global_symbol"]
+    'main'
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def main(out: T.Buffer((parts, chains, lanes), "float32")):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        acc = T.alloc_buffer((chains, lanes), "float32", scope="local")  # allocated per part (its uses' LCA)
+        for p in T.parallel(parts):
+            for r in T.unroll(chains):
+                for lane in T.vectorized(lanes):
+                    acc[r, lane] = T.Cast("float32", p + r)
+            for _ in range(iters):
+                for r in T.unroll(chains):
+                    for lane in T.vectorized(lanes):
+                        acc[r, lane] = acc[r, lane] * T.float32(0.99999) + T.float32(1e-6)
+            for r in T.unroll(chains):
+                for lane in T.vectorized(lanes):
+                    out[p, r, lane] = acc[r, lane]
+
+    return main
+
+
+def measured_fma_peak(threads: int, target=None, iters: int = 1 << 16) -> dict:
+    """GFLOP/s of :func:`fma_peak_func` on ``threads`` threads, and the clock it implies.
+
+    It uses all but four of the target's vector registers as independent chains (more than
+    FMA units x latency), so it runs at the FMA issue rate: ``ghz`` = GFLOP/s / (threads x
+    FLOP per cycle of the detected CPU).  On a shared machine the multi-thread figure
+    suffers from other load first; the one-thread clock is the steadier one.
+    """
+    import tvm
+
+    from tvm_ext.target import hardware_facts, resolve_target
+
+    tgt = resolve_target(target)
+    facts = hardware_facts(tgt)
+    chains, lanes = facts.vector_registers - 4, facts.lanes("float32")
+    ex = tvm.compile(tvm.IRModule({"main": fma_peak_func(threads, chains, lanes, iters)}), target=tgt)
+    out = tvm.runtime.empty((threads, chains, lanes), "float32")
+    res = ex.mod.time_evaluator("main", tvm.cpu(0), number=3, repeat=7)(out)
+    gflops = threads * chains * lanes * iters * 2 / min(res.results) / 1e9
+    return {"threads": threads, "gflops": gflops, "ghz": gflops / (threads * facts.flops_per_cycle("float32"))}
+
+
+def _table_ghz() -> float | None:
+    """The clock ``/proc/cpuinfo`` reports (often the base or current frequency, not the boost)."""
+    try:
+        with open("/proc/cpuinfo") as fh:
+            mhz = [float(line.split(":")[1]) for line in fh if line.startswith("cpu MHz")]
+    except (OSError, ValueError):
+        return None
+    return max(mhz) / 1000 if mhz else None
+
+
+def numpy_kernel() -> str:
+    """OpenBLAS's kernel and version as threadpoolctl reports them (e.g. ``SkylakeX 0.3.31``)."""
+    from threadpoolctl import threadpool_info
+
+    blas = [i for i in threadpool_info() if i.get("user_api") == "blas"]
+    return ", ".join(f"{i.get('internal_api')} {i.get('architecture')} {i.get('version')}" for i in blas) or "?"
+
+
+def torch_backend() -> str:
+    """The BLAS torch was built with and whether oneDNN (mkldnn) is on."""
+    import torch
+
+    cfg = torch.__config__.show()
+    blas = next((line.split("=", 1)[1].strip(" ,") for line in cfg.replace(",", "\n").splitlines()
+                 if "BLAS_INFO=" in line), "?")
+    return f"{blas}, oneDNN {'on' if torch.backends.mkldnn.is_available() else 'off'}"
+
+
+def peak_rows(threads: int, shape_list, repeat: int = 5) -> dict:
+    """In this process (``TVM_NUM_THREADS`` = ``threads``): the measured FMA peak and, per shape,
+    ours / numpy / torch GFLOP/s on ``threads`` threads."""
+    import torch
+    import tvm
+    from threadpoolctl import threadpool_limits
+
+    from tensorize.kernels import matmul, tensorized
+    from tvm_ext.target import default_target, hardware_facts
+
+    target = default_target()
+    torch.set_num_threads(threads)
+    peak1 = measured_fma_peak(1, target)
+    peak_n = measured_fma_peak(threads, target) if threads > 1 else peak1
+    rows = []
+    for M, N, K in shape_list:
+        kern = matmul(M, N, K)
+        a, b = kern.random_inputs(seed=0)
+        flops = 2.0 * M * N * K
+        t = tensorized(kern, target=target)
+        ta, tb, tc = tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.empty((M, N), "float32")
+        settle()
+        ours = time_tvm(t.module, "main", ta, tb, tc, repeat=repeat, min_repeat_ms=100).min
+        np.testing.assert_allclose(tc.numpy(), a @ b, rtol=2e-3, atol=2e-3)
+        c = np.empty((M, N), "float32")
+        with threadpool_limits(threads, user_api="blas"):
+            settle()
+            np_t = time_python(lambda: np.matmul(a, b, out=c), repeat=repeat, min_repeat_s=0.1).min
+        at, bt, ct = torch.from_numpy(a), torch.from_numpy(b), torch.from_numpy(c)
+        with torch.no_grad():
+            settle()
+            torch_t = time_python(lambda: torch.matmul(at, bt, out=ct), repeat=repeat, min_repeat_s=0.1).min
+        tile = next(iter(t.emitted.values())).tiles
+        rows.append({"threads": threads, "shape": f"{M}x{N}x{K}", "tile": str(tile),
+                     "ours_gflops": flops / ours / 1e9, "numpy_gflops": flops / np_t / 1e9,
+                     "torch_gflops": flops / torch_t / 1e9})
+    return {"threads": threads, "peak_1thread": peak1, "peak": peak_n, "rows": rows,
+            "facts": hardware_facts(target).to_dict(), "numpy_kernel": numpy_kernel(),
+            "torch_backend": torch_backend()}
+
+
+def _child(threads: int, shape_list) -> dict:
+    """Run :func:`peak_rows` in a fresh process with ``threads`` threads (TVM's pool starts once)."""
+    env = dict(os.environ)
+    for key in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
+        env[key] = str(threads)
+    spec = ",".join(f"{m}x{n}x{k}" for m, n, k in shape_list)
+    cmd = [sys.executable, "-m", "bench.tensorize_gemm", "--peak-child", str(threads), "--shapes", spec,
+           "--threads", str(threads)]
+    res = subprocess.run(cmd, env=env, capture_output=True, text=True)
+    if res.returncode != 0:
+        raise SystemExit(f"--peak: the {threads}-thread run failed:\n{res.stderr[-2000:]}")
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def peak_report(args) -> None:
+    """Print each GEMM as a fraction of the detected CPU's FMA peak, at 1 and ``--threads`` threads."""
+    from tvm_ext.target import gemm_blocking, hardware_facts
+
+    shape_list = parse_shapes(args.shapes) if args.shapes else list(PEAK_SHAPES)
+    run = BenchRun("tensorize_gemm_peak", out_dir=args.out)
+    print(run.header())
+    facts = hardware_facts()
+    print(f"hardware facts: {facts}\nGEMM blocking (Low et al. 2016): {gemm_blocking(facts)}")
+    if UNSET_OVERRIDES:
+        print(f"unset in this process before numpy loaded: {UNSET_OVERRIDES}")
+    table_ghz = _table_ghz()
+    for threads in dict.fromkeys((1, args.threads)):
+        rec = _child(threads, shape_list)
+        per_core = rec["peak_1thread"]["gflops"]
+        peak = per_core * threads  # the one-thread measurement scales; a loaded machine spoils the n-thread one
+        nominal = facts.peak_gflops(table_ghz, cores=threads) if table_ghz else None
+        print(f"{threads} thread(s): measured FMA peak {peak:.0f} GFLOP/s (1 thread {per_core:.0f} at an "
+              f"implied {rec['peak_1thread']['ghz']:.2f} GHz; {threads}-thread kernel {rec['peak']['gflops']:.0f}); "
+              f"table clock {table_ghz or float('nan'):.2f} GHz -> {nominal or float('nan'):.0f}; "
+              f"numpy: {rec['numpy_kernel']}; torch: {rec['torch_backend']}")
+        for row in rec["rows"]:
+            row.update({"peak_gflops": peak, "nominal_peak_gflops": nominal,
+                        **{f"{who}_pct_peak": 100 * row[f"{who}_gflops"] / peak for who in ("ours", "numpy", "torch")},
+                        "numpy_kernel": rec["numpy_kernel"], "torch_backend": rec["torch_backend"]})
+            run.add(row)
+    cols = ["threads", "shape", "peak_gflops", "ours_gflops", "ours_pct_peak", "numpy_gflops", "numpy_pct_peak",
+            "torch_gflops", "torch_pct_peak", "tile"]
+    print(run.markdown(cols, ratios={"ours/numpy": ("ours_gflops", "numpy_gflops"),
+                                     "ours/torch": ("ours_gflops", "torch_gflops")}))
+    if run.out_path:
+        print(f"rows written to {run.out_path}")
+
+
 def main() -> None:
     args = bench_args(__doc__.splitlines()[0],
                       trials=dict(type=int, default=None, help="MetaSchedule trials (default 64; 16 with --quick)"),
                       shapes=dict(default=None, help="comma-separated MxNxK list instead of the default set"),
                       ms_builder=dict(default="inprocess", choices=("inprocess", "local"),
-                                      help="MetaSchedule builder (default inprocess: its fastest tuning time)"))
-    import os
+                                      help="MetaSchedule builder (default inprocess: its fastest tuning time)"),
+                      peak=dict(action="store_true", help="GEMM as a fraction of this CPU's FMA peak, with "
+                                "numpy and torch at 1 and --threads threads"),
+                      peak_child=dict(type=int, default=None, help=argparse_hidden()))
+    if args.peak_child is not None:
+        shape_list = parse_shapes(args.shapes) if args.shapes else list(PEAK_SHAPES)
+        print(json.dumps(peak_rows(args.peak_child, shape_list), default=str))
+        return
+    if args.peak:
+        peak_report(args)
+        return
 
     from tvm_ext.target import default_target
 
