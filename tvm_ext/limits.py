@@ -37,7 +37,6 @@ ENV_ALLOW_LARGE = "TVM_EXT_ALLOW_LARGE"
 LIMITS: dict[str, float] = {
     "flop": 2e10,          # arithmetic done (simulated or in numpy)
     "bytes": 4 * 2 ** 30,  # memory allocated for operands and references
-    "tiles": 2e6,          # scheduled compute tiles / instructions of a simulated stream
     "steps": 1e4,          # time steps of a simulated recurrence
 }
 

@@ -21,6 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from tvm_ext.errors import InputError, positive_int
+from tvm_ext.limits import check_work
+
 from .gru import gru_cell, gru_reference, gru_sequence_inputs
 from .kernel_library import schedule_kl
 from .recurrent import replay_kl, schedule_recurrent
@@ -54,7 +57,15 @@ def _timing_fields(prefix: str, rep: TimingReport) -> dict[str, Any]:
 
 
 def run_gemm(M: int, N: int, K: int, system: Any = None, *, check: bool = True, seed: int = 0) -> dict[str, Any]:
-    """One GEMM on ``system``: cycles of this scheduler and of the KL baseline, utilisation, traffic, check."""
+    """One GEMM on ``system``: cycles of this scheduler and of the KL baseline, utilisation, traffic, check.
+
+    Scheduling and simulation grow with the FLOP count: above
+    :data:`tvm_ext.limits.LIMITS` the request is refused with ``ConfigError``
+    (lift with ``TVM_EXT_ALLOW_LARGE=1``).
+    """
+    M, N, K = (positive_int(v, f"accel gemm: {n}", InputError) for n, v in (("M", M), ("N", N), ("K", K)))
+    operands = M * K + K * N + M * N
+    check_work(f"accel gemm {M}x{N}x{K}", flop=2 * M * N * K, bytes=operands * (4 + 8 + 8) if check else 0)
     sysg = load_system(system)
     wl = gemm_workload(M, N, K)
     t0 = time.perf_counter()
@@ -87,9 +98,21 @@ def run_gemm(M: int, N: int, K: int, system: Any = None, *, check: bool = True, 
 
 def run_gru(steps: int, hidden: int, batch: int, inputs: int | None = None, system: Any = None, *,
             check: bool = True, seed: int = 0) -> dict[str, Any]:
-    """A GRU layer over ``steps`` steps: recurrent schedule (weights resident) vs the KL, cycles and check."""
+    """A GRU layer over ``steps`` steps: recurrent schedule (weights resident) vs the KL, cycles and check.
+
+    The timing repeats a few simulated steps; the functional check runs every
+    step, so with ``check`` the steps and FLOP are limited by
+    :data:`tvm_ext.limits.LIMITS` (``ConfigError``; lift with ``TVM_EXT_ALLOW_LARGE=1``).
+    """
+    T, H, B = (positive_int(v, f"accel gru: {n}", InputError) for n, v in (("steps", steps), ("hidden", hidden),
+                                                                        ("batch", batch)))
+    I = positive_int(inputs if inputs is not None else H, "accel gru: inputs", InputError)
+    weights = 3 * H * (H + I)
+    check_work(f"accel gru H={H} B={B} I={I}", flop=2 * B * weights, bytes=weights * 4 * 3)  # one step's schedule
+    if check:
+        check_work(f"accel gru T={T} H={H} B={B} I={I} with the functional check", steps=T,
+                   flop=T * 2 * B * weights, bytes=T * B * (I + H) * 8)
     sysg = load_system(system)
-    T, H, B, I = int(steps), int(hidden), int(batch), int(inputs or hidden)
     cell = gru_cell(B, H, I)
     t0 = time.perf_counter()
     rs = schedule_recurrent(cell, sysg)

@@ -44,7 +44,7 @@ def _common_options() -> argparse.ArgumentParser:
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
                         help="show full tracebacks on errors")
     common.add_argument("--allow-large", action="store_true", default=argparse.SUPPRESS,
-                        help="run requests above the work limits (FLOP, bytes, tiles, steps); "
+                        help="run requests above the work limits (FLOP, bytes, steps); "
                         "also TVM_EXT_ALLOW_LARGE=1")
     return common
 

@@ -14,13 +14,36 @@ from typing import Any
 
 import numpy as np
 
+from tvm_ext.errors import InputError, positive_int
+from tvm_ext.limits import check_work
 from tvm_ext.spmm_engine.config import EngineConfig, Platform, get_platform
 from tvm_ext.spmm_engine.perf_model import model
 from tvm_ext.spmm_engine.preprocess import preprocess, resolve_config
 from tvm_ext.spmm_engine.simulator import simulate
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["evaluate", "functional_check"]
+__all__ = ["evaluate", "functional_check", "estimate_work"]
+
+
+def estimate_work(csr, n: int, cfg: EngineConfig, check: bool) -> dict[str, float]:
+    """Upper estimates of the bytes and FLOP of :func:`evaluate`.
+
+    The out-of-order schedule of a PE holds at most ``D`` slots per non-zero
+    (one RAW gap each) plus one per bin, a byte each, next to a few int64
+    arrays per non-zero; the functional check holds B and C padded to a
+    multiple of N0 and a ``P x depth x N0`` scratchpad.
+    """
+    M, K = csr.shape
+    nnz = int(csr.nnz)
+    windows = -(-K // cfg.window) if K else 0
+    passes = max(1, -(-M // cfg.rows_per_pass))
+    slots = nnz * cfg.raw_distance + cfg.pes * max(windows, 1) * passes
+    work = {"bytes": slots + 48 * nnz + 64 * cfg.pes * passes, "flop": 0}
+    if check:
+        npad = -(-n // cfg.n0) * cfg.n0
+        work["bytes"] += (M + K) * npad * 4 + (M + K) * n * 8 + cfg.pes * cfg.rows_per_pe * cfg.n0 * 4
+        work["flop"] = 2 * nnz * npad
+    return work
 
 
 def functional_check(program, A, n: int, *, alpha: float = 0.85, beta: float = -2.06,
@@ -50,6 +73,8 @@ def evaluate(A: Any, n: int, *, config: EngineConfig | dict | None = None,
              **overrides: Any) -> dict[str, Any]:
     """Preprocess ``A``, model an SpMM with ``n`` columns, optionally check it functionally.
 
+    Requests whose :func:`estimate_work` is above :data:`tvm_ext.limits.LIMITS`
+    are refused with ``ConfigError`` (lift with ``TVM_EXT_ALLOW_LARGE=1``).
     Returns a flat JSON-able dict: schedule statistics (``stream_length``,
     ``bubbles``, ...), the model (``cycles``, ``seconds``, ``gflops``,
     ``bandwidth_utilization``, ``flop_per_joule``), ``max_rel_err`` (None
@@ -58,6 +83,9 @@ def evaluate(A: Any, n: int, *, config: EngineConfig | dict | None = None,
     cfg = resolve_config(config, **overrides)
     plat = get_platform(platform)
     csr = canonical_csr(A, what="A")
+    n = positive_int(n, "sextans: n", InputError)
+    check_work(f"sextans SpMM {csr.shape[0]}x{csr.shape[1]} (nnz {csr.nnz}) x N={n}, P={cfg.pes}, N0={cfg.n0}, "
+               f"D={cfg.raw_distance}", **estimate_work(csr, n, cfg, check))
     t0 = time.perf_counter()
     program = preprocess(csr, cfg)
     pre_s = time.perf_counter() - t0
