@@ -32,6 +32,7 @@ __all__ = ["Executor", "Timing", "build_executor", "register_kernels", "kernels_
            "registered_formats"]
 
 _INT32_MAX = np.iinfo(np.int32).max
+_INF = float("inf")
 _REGISTRY: dict[str, FormatKernels] = {}
 _PRIMFUNCS: dict[tuple, Any] = {}
 
@@ -118,6 +119,7 @@ class Executor:
         self._tensor_cls = tvm.runtime.Tensor
         self._from_dlpack = tvm_ffi.from_dlpack
         self._spmv = kind == "spmv"
+        self._b_rank = 1 if self._spmv else 2
         self._itemsize = self._np_dtype.itemsize
         self._m, self._k = self.shape
         self._kshape_spmv = (self._m,)
@@ -126,6 +128,33 @@ class Executor:
     # ------------------------------------------------------------------ calls
     def __call__(self, B, C=None, *, alpha: float = 1.0, beta: float = 0.0, out=None):
         """``alpha * op(A) @ B + beta * C``; see the class docstring."""
+        if (type(B) is np.ndarray and type(beta) is float and beta == 0.0 and type(alpha) is float
+                and -_INF < alpha < _INF and B.dtype == self._np_dtype):
+            # The common call, checked inline (each Python call costs ~0.1 us): a
+            # C-contiguous B of the kernel's rank, out absent or a numpy array of the
+            # kernel's shape.  Anything else takes the general path below.
+            shp, fb = B.shape, B.flags
+            if (len(shp) == self._b_rank and shp[0] == self._k and fb.c_contiguous
+                    and fb.writeable and fb.aligned):
+                n = 1 if self._spmv else shp[1]
+                if 0 < n <= self._max_n and self._m and self._k:
+                    kshape = self._kshape_spmv if self._spmv else (self._m, n)
+                    if out is None:
+                        out = empty_aligned(kshape, self._np_dtype)
+                    elif not (type(out) is np.ndarray and out.shape == kshape
+                              and out.dtype == self._np_dtype):
+                        return self._call(B, C, alpha, beta, out)
+                    elif np.may_share_memory(B, out):
+                        return self._call(B, C, alpha, beta, out)  # raises: out overlaps B
+                    fo = out.flags
+                    if fo.c_contiguous and fo.writeable and fo.aligned:
+                        # numpy arrays go straight in: tvm_ffi views them through DLPack
+                        self._main(*self._head, B, out, out, *self._tail, alpha, 0.0)
+                        return out
+        return self._call(B, C, alpha, beta, out)
+
+    def _call(self, B, C, alpha, beta, out):
+        """The general path of :meth:`__call__`: every operand kind, validated."""
         alpha = _finite(alpha, "alpha", self)
         beta = _finite(beta, "beta", self)
         b, res_shape, n = self._operand_b(B)
