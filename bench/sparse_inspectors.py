@@ -1,17 +1,37 @@
-"""Inspector cost of every sparse format (Venkat 2016 §5.4: inspector time vs. the libraries').
+"""Inspector cost (Venkat 2016 §5.4) and format selection on large matrices, in executor runs.
 
-Times each ``schedules.sparse.inspectors`` function on lap2d(1000) (1e6 rows,
-5e6 nnz; ``--quick``: lap2d(200)) and the bundled nasa4704, next to scipy's own
-converters where one exists (``tocoo``, ``tobsr``, ``todia``, a canonical CSR
-copy) measured in the same run.  ``insp_in_spmv`` is the inspector's cost in
-scipy CSR SpMVs on the same matrix: how many SpMVs it takes to pay it back if
-the format were free.  Our times include ``canonical_csr``'s validation (copy,
-sort check, NaN scan); scipy's converters skip it.
+Part 1, per format: times each ``schedules.sparse.inspectors`` function on
+lap2d(1000) (1e6 rows, 5e6 nnz; ``--quick``: lap2d(200)) and the bundled
+nasa4704, next to scipy's own converters where one exists (``tocoo``,
+``tobsr``, ``todia``, a canonical CSR copy) measured in the same run;
+``insp_in_spmv`` is the inspector's cost in scipy CSR SpMVs.  Our times
+include ``canonical_csr``'s validation; scipy's converters skip it.
 
-    python -m bench.sparse_inspectors [--quick]
+Part 2, selection (``schedules.sparse.inspect``) on six matrices of 1.8M to 6M
+non-zeros (``--quick``: three of about 0.3M) -- HPCG's 27-point stencil,
+lap2d, R-MAT, a 3x3 block FEM and pyamg's Q1 elasticity at two sizes -- for
+N in {1, 8, 32, 128}, float32:
+
+* ``inspect + build`` with the kernel cache warm (features, selection, the
+  timing of close candidates, the inspector, the executor build): seconds,
+  non-zeros per second, and *executor runs* (that time over the chosen
+  executor's kernel time at the same N).  The goal is <= 20 runs at N = 8;
+* ``regret``: the chosen executor's kernel time over the fastest of a fixed
+  set of formats built and timed in the same run (CSR, ELL, SELL-8-256, DIA,
+  HYB, BCSR 2x1/3x1/4x1/1x2/2x2/3x3/4x4/6x1, those the model deems feasible),
+  the "oracle"; geomean printed at the end.
+
+Kernel times (``run_s``, and every oracle time) are the fastest of 10 single
+runs of ``time_evaluator``, the kernel least disturbed by other load, as the
+selection's own timing does; ``runs_sustained`` divides by the fastest of 5
+repeats of >= 20 ms of back-to-back runs instead (higher on a busy machine).
+``inspect + build`` is the fastest of 3 calls.
+
+    python -m bench.sparse_inspectors [--quick] [--part formats|selection|all]
 """
 from __future__ import annotations
 
+import time
 import warnings
 from typing import Any, Callable
 
@@ -19,6 +39,15 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench.harness import BenchRun, bench_args, geomean, time_python
+from tvm_ext.markdown import table
+
+#: Column counts of the selection part (N = 1 runs the SpMV kernels).
+N_VALUES = (1, 8, 32, 128)
+#: The oracle's formats, by candidate label (kept when the analytic model deems them feasible).
+ORACLE_LABELS = ("csr", "sell(C=8,sigma=256)", "dia") + tuple(
+    f"bcsr(R={r},C={c})" for r, c in ((2, 1), (3, 1), (4, 1), (1, 2), (2, 2), (3, 3), (4, 4), (6, 1)))
+ORACLE_FORMATS = ("ell", "hyb")  # their arguments depend on the matrix
+
 
 #: format label -> (our inspector, scipy peer or None, peer name)
 def _cases() -> dict[str, tuple[Callable[[Any], Any], Callable[[Any], Any] | None, str]]:
@@ -50,25 +79,132 @@ def _matrices(quick: bool) -> dict[str, sp.csr_array]:
     return {f"lap2d({n})": lap2d(n), "nasa4704": load_matrix("nasa4704")}
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0])
+def _large_matrices(quick: bool) -> dict[str, Callable[[], sp.csr_array]]:
+    from tvm_ext.workloads import block_fem, fem_elasticity, lap2d, lap3d, rmat
+
+    if quick:
+        return {"lap3d27(24)": lambda: lap3d(24, points=27), "fem3x3(4000)": lambda: block_fem(4000, 3, 3, seed=1),
+                "elasticity(120)": lambda: fem_elasticity(120)}
+    return {
+        "lap3d27(48)": lambda: lap3d(48, points=27),           # HPCG, 2.9M nnz
+        "lap2d(1000)": lambda: lap2d(1000),                    # 5.0M nnz
+        "rmat17": lambda: rmat(17, edge_factor=16, seed=1),    # 1.9M nnz
+        "fem3x3(40000)": lambda: block_fem(40000, 3, 3, seed=1),  # 3.2M nnz
+        "elasticity(300)": lambda: fem_elasticity(300),        # 2.3M nnz
+        "elasticity(480)": lambda: fem_elasticity(480),        # 6.0M nnz
+    }
+
+
+def _formats_part(run: BenchRun, quick: bool) -> None:
     warnings.simplefilter("ignore", sp.SparseEfficiencyWarning)  # scipy's todia on nasa4704
-    run = BenchRun("sparse_inspectors", out_dir=args.out)
-    repeat = 2 if args.quick else 3
-    for mname, A in _matrices(args.quick).items():
+    repeat = 2 if quick else 3
+    for mname, A in _matrices(quick).items():
         x = np.ones(A.shape[1])
         spmv = time_python(lambda: A @ x, repeat=repeat).min
         for fmt, (ours, peer, peer_name) in _cases().items():
             t_ours = time_python(lambda: ours(A), repeat=repeat, min_repeat_s=0.0).min
             t_peer = time_python(lambda: peer(A), repeat=repeat, min_repeat_s=0.0).min if peer else None
-            run.add({"matrix": mname, "rows": A.shape[0], "nnz": A.nnz, "format": fmt,
-                     "ours_s": t_ours, "peer": peer_name or "-", "peer_s": t_peer,
-                     "spmv_s": spmv, "insp_in_spmv": t_ours / spmv})
+            run.add({"part": "formats", "matrix": mname, "rows": A.shape[0], "nnz": A.nnz, "format": fmt,
+                     "ours_s": t_ours, "nnz_per_s": A.nnz / t_ours, "peer": peer_name or "-",
+                     "peer_s": t_peer, "spmv_s": spmv, "insp_in_spmv": t_ours / spmv})
+
+
+def _fastest_run(exe, B) -> float:
+    """The fastest of 10 single runs."""
+    return float(exe.time(B, repeat=10, number=1, min_repeat_ms=0).min)
+
+
+def _oracle_candidates(A, n: int, chosen) -> list:
+    from schedules.sparse.selection import AnalyticCostModel, sparse_features
+
+    scores, _ = AnalyticCostModel().scores(sparse_features(A), n)
+    keep = [c for c in scores if c.label in ORACLE_LABELS or c.format in ORACLE_FORMATS]
+    return keep if chosen in keep else keep + [chosen]
+
+
+def _selection_part(run: BenchRun, quick: bool) -> None:
+    from schedules.sparse import inspect
+    from schedules.sparse.executors import build_executor
+    from schedules.sparse.inspectors import INSPECTORS
+    from tvm_ext.workloads import canonical_csr
+
+    rng = np.random.default_rng(0)
+    for mname, make in _large_matrices(quick).items():
+        A = canonical_csr(make(), dtype="float32")
+        built: dict[Any, Any] = {}  # candidate -> format (inspection does not depend on N)
+        for n in N_VALUES:
+            B = rng.uniform(-1, 1, (A.shape[1], n) if n > 1 else A.shape[1]).astype(np.float32)
+            kind = "spmv" if n == 1 else "spmm"
+            inspect(A, n).build()  # warm the kernel cache (the chosen and the timed candidates)
+            times, plan = [], None
+            for _ in range(3):
+                t0 = time.perf_counter()
+                plan = inspect(A, n)
+                exe = plan.build()
+                times.append(time.perf_counter() - t0)
+            t_inspect = min(times)
+            t_run = _fastest_run(exe, B)
+            t_sustained = float(exe.time(B, repeat=5, number=1, min_repeat_ms=20).min)
+            want = A @ B  # float32 sums of values up to 1e5 (elasticity): compare to the result's scale
+            assert np.abs(exe(B) - want).max() <= 1e-4 * max(np.abs(want).max(), 1.0), (mname, n, plan.label)
+            oracle: dict[str, float] = {}
+            for cand in _oracle_candidates(A, n, plan.choice.candidate):
+                if cand not in built:
+                    built[cand] = INSPECTORS[cand.format](A, **cand.args)
+                oracle[cand.label] = _fastest_run(build_executor(built[cand], n, kind=kind), B)
+            best = min(oracle, key=oracle.get)
+            meas = plan.choice.measurement
+            run.add({"part": "selection", "matrix": mname, "rows": A.shape[0], "nnz": A.nnz, "n": n,
+                     "chosen": plan.label, "measured": sorted(meas.seconds) if meas else [],
+                     "inspect_build_s": t_inspect, "select_s": plan.select_seconds,
+                     "inspector_s": plan.inspect_seconds, "nnz_per_s": A.nnz / t_inspect,
+                     "run_s": t_run, "runs": t_inspect / t_run, "run_sustained_s": t_sustained,
+                     "runs_sustained": t_inspect / t_sustained, "oracle": best,
+                     "oracle_s": oracle[best], "regret": oracle[plan.label] / oracle[best],
+                     "oracle_times": oracle})
+            print(f"  {mname} N={n}: {plan.label} {t_inspect * 1e3:.0f} ms = {t_inspect / t_run:.1f} runs, "
+                  f"oracle {best} regret {oracle[plan.label] / oracle[best]:.2f}", flush=True)
+        del built
+
+
+def main() -> None:
+    args = bench_args(__doc__.splitlines()[0], part={"default": "all", "choices": ("formats", "selection", "all"),
+                                                     "help": "which part to run (default all)"})
+    run = BenchRun("sparse_inspectors", out_dir=args.out)
     print(run.header())
-    print(run.markdown(["matrix", "format", "ours_s", "peer", "peer_s", "insp_in_spmv"],
-                       ratios={"peer/ours": ("peer_s", "ours_s")}))
-    with_peer = [r["peer_s"] / r["ours_s"] for r in run.rows if r["peer_s"]]
-    print(f"\ngeomean peer/ours over {len(with_peer)} rows with a scipy peer: {geomean(with_peer):.3f}")
+    if args.part in ("formats", "all"):
+        _formats_part(run, args.quick)
+        fmt_rows = [r for r in run.rows if r["part"] == "formats"]
+        print(_table(fmt_rows, ["matrix", "format", "ours_s", "nnz_per_s", "peer", "peer_s", "insp_in_spmv"],
+                     ratios={"peer/ours": ("peer_s", "ours_s")}))
+        with_peer = [r["peer_s"] / r["ours_s"] for r in fmt_rows if r["peer_s"]]
+        print(f"\ngeomean peer/ours over {len(with_peer)} rows with a scipy peer: {geomean(with_peer):.3f}\n")
+    if args.part in ("selection", "all"):
+        _selection_part(run, args.quick)
+        sel = [r for r in run.rows if r["part"] == "selection"]
+        print(_table(sel, ["matrix", "nnz", "n", "chosen", "inspect_build_s", "select_s", "inspector_s",
+                           "nnz_per_s", "run_s", "runs", "runs_sustained", "oracle", "regret"]))
+        at8 = [r for r in sel if r["n"] == 8]
+        worst = max(at8, key=lambda r: r["runs"]) if at8 else None
+        if worst:
+            print(f"\ninspect + build at N=8: worst {worst['runs']:.1f} executor runs ({worst['matrix']}), "
+                  f"goal <= 20: {'met' if worst['runs'] <= 20 else 'NOT met'} on {sum(r['runs'] <= 20 for r in at8)}"
+                  f"/{len(at8)} matrices")
+        print(f"geomean oracle regret over {len(sel)} cases: {geomean(r['regret'] for r in sel):.3f} "
+              f"(worst {max(r['regret'] for r in sel):.2f})")
+        for n in N_VALUES:
+            rows = [r for r in sel if r["n"] == n]
+            if rows:
+                print(f"  N={n}: geomean regret {geomean(r['regret'] for r in rows):.3f}, "
+                      f"median runs {np.median([r['runs'] for r in rows]):.1f}")
+
+
+def _table(rows: list[dict[str, Any]], columns: list[str], ratios: dict[str, tuple[str, str]] | None = None) -> str:
+    """Markdown table of some rows (``ratios``: ``{name: (numerator, denominator)}``)."""
+    ratios = ratios or {}
+    body = [[r.get(c) for c in columns] + [r[a] / r[b] if r.get(a) and r.get(b) else None
+                                           for a, b in ratios.values()] for r in rows]
+    return table(list(columns) + list(ratios), body)
 
 
 if __name__ == "__main__":

@@ -305,7 +305,7 @@ def get_default_selector() -> Selector:
 #: ``inspect(measure=None)`` times close candidates on matrices with at least this many non-zeros.
 MEASURE_MIN_NNZ = 100_000
 #: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle).
-MEASURE_NNZ = 400_000
+MEASURE_NNZ = 250_000
 
 
 def _close_candidates(choice: Choice, margin: float, top_k: int) -> list[Candidate]:
@@ -329,7 +329,7 @@ def _row_block(csr: Any, max_nnz: int) -> tuple[int, int]:
 
 
 def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
-                             top_k: int = 3, max_nnz: int = MEASURE_NNZ, repeat: int = 5,
+                             top_k: int = 3, max_nnz: int = MEASURE_NNZ, repeat: int = 7,
                              target: Any = None) -> Choice:
     """Time the candidates scored within ``margin`` of the choice; keep the fastest.
 
