@@ -292,6 +292,14 @@ class CompiledModel:
         self._source: tuple[Any, Any] | None = None  # (IRModule, target) it was built from, for export
         self.vm = relax.VirtualMachine(built, tvm.cpu(0))
 
+    def offload_counters(self) -> dict[str, Any]:
+        """Calls, simulated cycles, time and traffic of each offloaded kernel of this model since it was
+        loaded in this process (``KernelCounters`` by kernel name; exact however many calls ran)."""
+        out: dict[str, Any] = {}
+        for rep in self._reporters.values():
+            out.update(rep.totals())
+        return out
+
     def export_library(self, path: Any) -> None:
         """Write the compiled module (offloaded programs and report included) as a shared library;
         :func:`load` opens it in any process that imports ``tvm_ext``.

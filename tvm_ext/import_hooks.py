@@ -25,25 +25,34 @@ __all__ = ["install", "after_import"]
 
 
 class _AfterImport(importlib.abc.MetaPathFinder):
-    """Calls ``callback(module)`` right after ``name`` is executed (once)."""
+    """Calls ``callback(module)`` right after ``name`` is executed (once).
+
+    A ``find_spec`` that is only a lookup (a library probing whether TVM is
+    installed) does not use the hook up: it leaves ``sys.meta_path`` when the
+    module actually runs."""
 
     def __init__(self, name: str, callback: Callable[[Any], None]):
         self.name, self.callback = name, callback
+        self._looking = False
 
     def find_spec(self, name: str, path: Any = None, target: Any = None):
-        if name != self.name:
+        if name != self.name or self._looking:
             return None
-        if self in sys.meta_path:
-            sys.meta_path.remove(self)
-        spec = importlib.util.find_spec(name)
+        self._looking = True
+        try:
+            spec = importlib.util.find_spec(name)
+        finally:
+            self._looking = False
         if spec is None or spec.loader is None or not hasattr(spec.loader, "exec_module"):
             return spec
-        loader, callback = spec.loader, self.callback
+        loader, hook = spec.loader, self
         original = loader.exec_module
 
         def exec_module(module: Any) -> None:
             original(module)
-            callback(module)
+            if hook in sys.meta_path:
+                sys.meta_path.remove(hook)
+                hook.callback(module)
 
         loader.exec_module = exec_module
         return spec
