@@ -213,3 +213,9 @@ def test_multi_block_file_matches_scipy(tmp_path):
     B = read_matrix_market(path)
     ref = scipy.io.mmread(str(path)).tocsr()
     assert (B != ref).nnz == 0 and B.nnz == ref.nnz
+
+
+def test_empty_array_file_reads_as_an_empty_matrix(mtx_file):
+    # scipy.io.mmread (1.17) kills the process with SIGFPE on this two-line file
+    A = read_matrix_market(mtx_file("%%MatrixMarket matrix array real general\n0 3\n"))
+    assert A.shape == (0, 3) and A.nnz == 0
