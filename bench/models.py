@@ -1,69 +1,264 @@
-"""Models end to end: llvm-only TVM vs ``tvm_ext.compile`` (measured + simulated) vs PyTorch CPU.
+"""Models at the call from numpy: ``tvm_ext.compile`` vs ONNX Runtime, OpenVINO, TVM + MetaSchedule, torch.
 
-For each of the five models of issue 9 (MLP, GCN on cora, MobileNet-v1
-separable stack, DeepBench GRU over 128 steps, ResNet-50 bottleneck), in one
-run:
+Every runtime is timed the way users call it, ``outputs = run(x)`` on numpy
+arrays (64-byte-aligned inputs, so ``model(x)`` takes no copy), in one run:
 
-* **llvm-only**: ``tvm.compile`` with TVM's default pipeline and no extension
-  (the legalized TIR as written), Relax VM ``time_evaluator``;
-* **ours** for each configuration: ``llvm`` (sparse executors / fused GCN,
-  tensorized or default-scheduled llvm kernels), ``accel`` (the matrix
-  accelerator offload), ``sextans`` (GCN products on the HBM engine).  ``ours_ms``
-  is the VM's wall time when nothing is simulated, else the measured time of
-  every llvm kernel plus the simulated time of the offloaded ones;
-* **torch**: eager forward, no grad, ``--threads`` threads.
+* **ours**: ``tvm_ext.compile(mod)`` then ``model(x)``; also the VM alone
+  (``time_evaluator``) and the difference, the call overhead in µs;
+* **ort**: ONNX Runtime, CPU execution provider, ``intra_op_num_threads`` =
+  ``--threads``, ``inter_op`` 1, on the same ONNX graph;
+* **openvino**: OpenVINO's CPU plugin on the same ONNX graph (f32);
+* **ms**: TVM's own best, ``relax.pipeline.static_shape_tuning_pipeline``
+  (``cpu_weight_prepack=True``) applied before ``tvm.compile``, with a budget of
+  ``--ms-trials-per-task`` trials per MetaSchedule task (about 64 is fair; the
+  total is that times the task count) and its tuning time.  Opt-in (slow); the
+  database is kept under ``--ms-work`` so a re-run is free; ``--quick`` skips it;
+* **torch.compile** (inductor) and **eager** PyTorch, ``torch.set_num_threads(--threads)``;
+* **llvm-only**: ``tvm.compile`` with TVM's default pipeline and no tuning (a column only).
 
-Sizes: ``full`` (default: the seeds' shapes), ``small`` (the demo's), ``tiny``
-(``--quick``).  Run: ``python -m bench.models [--quick] [--size small] [--models gcn,mlp]``.
+Models: the MLPs 1024-2048-2048-1000 (batch 64) and 784-512-512-10 (batch 1),
+ResNet-50 bottlenecks 256-64-256 at 56x56 and 512-128-512 at 28x28 and the
+2-layer GCN on cora, built as ONNX graphs (:mod:`tvm_ext.models.onnx_models`;
+TVM and ONNX Runtime/OpenVINO run the same graph, torch an equal-shaped module
+with its own seeded weights); plus the MobileNet-v1 stack and the GRU of
+:mod:`tvm_ext.models.zoo` (TVM imports ``torch.export``, ONNX Runtime and
+OpenVINO get ``torch.onnx.export``).  Outputs are checked against ONNX Runtime
+(ONNX graphs) or PyTorch (zoo models).  ``--quick``: tiny shapes, no
+MetaSchedule, no torch.compile.
+
+Run: ``python -m bench.models [--quick] [--models mlp-2048,gcn] [--ms-trials-per-task 64]``.
 """
 from __future__ import annotations
 
-from bench.harness import BenchRun, bench_args, geomean
+import io
+import time
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
 
-#: Configurations per model (simulated ones only where the offload is meaningful and affordable).
-PLAN = {
-    "mlp": ("llvm", "accel"),
-    "gcn": ("llvm", "sextans", "accel"),
-    "mobilenet": ("llvm", "accel"),
-    "gru": ("llvm", "accel"),
-    "bottleneck": ("llvm", "accel"),
-}
-#: At the full sizes the accelerator's functional simulation of these takes too long for a bench run.
-FULL_SKIP = {("gru", "accel"), ("mobilenet", "accel"), ("bottleneck", "accel")}
+import numpy as np
+
+from bench.harness import BenchRun, bench_args, geomean, time_python
+
+#: Columns of the printed table, in order.
+COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
+           "overhead_us", "llvm_only_ms", "max_rel_err"]
+#: Ratio columns: peer time / our time at the call (above 1: we are faster).
+RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
+          "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
+          "ours/eager": ("torch_ms", "ours_ms"), "x llvm-only": ("llvm_only_ms", "ours_ms")}
+
+
+@dataclass
+class Case:
+    """One model: how TVM imports it, the ONNX graph the ONNX peers run, the torch module, inputs."""
+
+    name: str
+    description: str
+    relax_module: Callable[[], Any]
+    onnx: Any
+    torch_module: Any
+    inputs: list[np.ndarray]
+    reference: str  # "ort" or "torch": what our outputs are checked against
+
+
+def _aligned(arrays) -> list[np.ndarray]:
+    from tvm_ext.zero_copy import aligned_copy
+
+    return [aligned_copy(a) for a in arrays]
+
+
+def _onnx_case(name: str, description: str, proto: Any, torch_module: Any, x: np.ndarray) -> Case:
+    from tvm_ext.models.frontends import from_onnx
+
+    return Case(name, description, lambda: from_onnx(proto), proto, torch_module, _aligned([x]), "ort")
+
+
+def _mlp(name: str, sizes: list[int], batch: int) -> Case:
+    from tvm_ext.models.onnx_models import mlp_onnx
+    from tvm_ext.models.torch_models import MLP
+
+    x = np.random.default_rng(1).standard_normal((batch, sizes[0])).astype("float32")
+    return _onnx_case(name, f"MLP {'-'.join(map(str, sizes))}, batch {batch}", mlp_onnx(sizes, batch), MLP(sizes), x)
+
+
+def _bottleneck(name: str, c_in: int, mid: int, hw: int) -> Case:
+    from tvm_ext.models.onnx_models import bottleneck_onnx
+    from tvm_ext.models.torch_models import Bottleneck
+
+    x = np.random.default_rng(5).standard_normal((1, c_in, hw, hw)).astype("float32")
+    return _onnx_case(name, f"ResNet-50 bottleneck {c_in}-{mid}-{4 * mid}, {hw}x{hw}", bottleneck_onnx(c_in, mid, hw),
+                      Bottleneck(c_in, mid), x)
+
+
+def _gcn(name: str, quick: bool) -> Case:
+    from tvm_ext.models.onnx_models import gcn_onnx
+    from tvm_ext.models.torch_models import GCN
+    from tvm_ext.models.zoo import small_graph
+
+    if quick:
+        A, (f, h, c), label = small_graph(), (24, 16, 4), "a random graph"
+    else:
+        from tvm_ext.spmm_engine.gcn import normalize_adjacency
+        from tvm_ext.workloads import load_matrix
+
+        A, (f, h, c), label = normalize_adjacency(load_matrix("cora")), (1433, 16, 7), "cora"
+    x = (np.random.default_rng(2).random((A.shape[0], f)) < 0.05).astype(np.float32)
+    return _onnx_case(name, f"2-layer GCN on {label} ({A.shape[0]} nodes), {f}-{h}-{c}", gcn_onnx(A, f, h, c),
+                      GCN(A, f, h, c), x)
+
+
+def _zoo(name: str, size: str) -> Case:
+    """A zoo model: TVM imports torch.export; the ONNX peers get torch.onnx.export (TorchScript exporter)."""
+    import onnx
+    import torch
+
+    from tvm_ext.models import get_model
+
+    case = get_model(name, size)
+    buf = io.BytesIO()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(case.module.eval(), tuple(torch.from_numpy(a) for a in case.inputs), buf, dynamo=False,
+                          input_names=[f"x{i}" for i in range(len(case.inputs))])
+    return Case(name, case.description, case.relax_module, onnx.load_model_from_string(buf.getvalue()), case.module,
+                _aligned(case.inputs), "torch")
+
+
+def cases(quick: bool, zoo_size: str) -> dict[str, Callable[[], Case]]:
+    """Model name -> case builder (tiny shapes with ``quick``)."""
+    if quick:
+        return {"mlp-2048": lambda: _mlp("mlp-2048", [32, 64, 48, 10], 8),
+                "mlp-512": lambda: _mlp("mlp-512", [24, 16, 16, 4], 1),
+                "bottleneck-56": lambda: _bottleneck("bottleneck-56", 32, 8, 8),
+                "bottleneck-28": lambda: _bottleneck("bottleneck-28", 16, 4, 6),
+                "gcn": lambda: _gcn("gcn", True),
+                "mobilenet": lambda: _zoo("mobilenet", "tiny"),
+                "gru": lambda: _zoo("gru", "tiny")}
+    return {"mlp-2048": lambda: _mlp("mlp-2048", [1024, 2048, 2048, 1000], 64),
+            "mlp-512": lambda: _mlp("mlp-512", [784, 512, 512, 10], 1),
+            "bottleneck-56": lambda: _bottleneck("bottleneck-56", 256, 64, 56),
+            "bottleneck-28": lambda: _bottleneck("bottleneck-28", 512, 128, 28),
+            "gcn": lambda: _gcn("gcn", False),
+            "mobilenet": lambda: _zoo("mobilenet", zoo_size),
+            "gru": lambda: _zoo("gru", zoo_size)}
+
+
+def _ms(seconds: float | None) -> float | None:
+    return None if seconds is None else 1e3 * seconds
+
+
+def _peer(row: dict, key: str, make: Callable[[], Callable], xs: list[np.ndarray], timing: dict) -> None:
+    """Time one peer at the call; on failure the row says why instead of a number."""
+    from tvm_ext.models.peers import PeerUnavailable
+
+    try:
+        run = make()
+        row[key] = _ms(time_python(lambda: run(*xs), **timing).min)
+    except PeerUnavailable as e:
+        row[key] = None
+        row.setdefault("notes", []).append(f"{key}: {e}")
+
+
+def bench_case(case: Case, args: Any) -> dict[str, Any]:
+    """One row: every runtime on ``case`` at the call, ours checked against the reference."""
+    import tvm_ext
+    import tvm_ext.compile as tc
+    from tvm_ext.models.peers import metaschedule_build, openvino_runner, ort_runner, torch_runner
+
+    timing = {"repeat": args.repeat, "min_repeat_s": args.min_repeat_s, "warmup": 2}
+    xs = case.inputs
+    row: dict[str, Any] = {"model": case.name, "description": case.description, "config": "llvm"}
+    t0 = time.perf_counter()
+    mod = case.relax_module()
+    row["import_s"] = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    model = tvm_ext.compile(mod)
+    row["compile_s"] = time.perf_counter() - t0
+    outs = model(*xs)
+    ref = ort_runner(case.onnx, args.threads)(*xs) if case.reference == "ort" else \
+        torch_runner(case.torch_module, xs, threads=args.threads)(*xs)
+    row["max_rel_err"] = tc.max_rel_err(outs, ref)
+    row["ours_ms"] = _ms(time_python(lambda: model(*xs), **timing).min)
+    row["ours_vm_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
+    row["overhead_us"] = 1e3 * (row["ours_ms"] - row["ours_vm_ms"])
+    row["aligned_copies"] = model._call.aligned_copies
+    row["targets"] = ", ".join(f"{k} {v}" for k, v in sorted(model.report.targets().items()))
+    _peer(row, "ort_ms", lambda: ort_runner(case.onnx, args.threads), xs, timing)
+    if not args.no_openvino:
+        _peer(row, "openvino_ms", lambda: openvino_runner(case.onnx, args.threads), xs, timing)
+    _peer(row, "torch_ms", lambda: torch_runner(case.torch_module, xs, threads=args.threads), xs, timing)
+    if not args.quick and not args.no_torch_compile:
+        _peer(row, "torch_compile_ms", lambda: torch_runner(case.torch_module, xs, compile=True, threads=args.threads),
+              xs, timing)
+    if args.ms_trials_per_task and not args.quick:
+        tuned = metaschedule_build(mod, model.specs, Path(args.ms_work) / case.name,
+                                   trials_per_task=args.ms_trials_per_task)
+        row["ms_ms"] = _ms(time_python(lambda: tuned.run(*xs), **timing).min)
+        row["ms_max_rel_err"] = tc.max_rel_err(tuned.run(*xs), ref)
+        row.update(ms_tuning_s=tuned.tuning_seconds, ms_tasks=tuned.tasks, ms_trials_per_task=tuned.trials_per_task,
+                   ms_cached=tuned.cached)
+    if not args.no_llvm_only:
+        base = tc.llvm_only(mod)
+        row["llvm_only_ms"] = _ms(time_python(lambda: base(*xs), repeat=max(2, args.repeat // 2),
+                                              min_repeat_s=args.min_repeat_s, warmup=1).min)
+    return row
 
 
 def main() -> None:
     args = bench_args(__doc__.splitlines()[0],
-                      size={"default": None, "choices": ("tiny", "small", "full"),
-                            "help": "model sizes (default full; tiny with --quick)"},
-                      models={"default": ",".join(PLAN), "help": "comma list of models"},
-                      configs={"default": None, "help": "comma list of configurations (default: per model)"})
-    from tvm_ext.models import get_model
-    from tvm_ext.models.compare import ROW_COLUMNS, compare_model
-
-    size = args.size or ("tiny" if args.quick else "full")
+                      models={"default": None, "help": "comma list of models (default: all)"},
+                      zoo_size={"default": "small", "choices": ("tiny", "small", "full"),
+                                "help": "size of the zoo models (mobilenet, gru); default small"},
+                      ms_trials_per_task={"type": int, "default": 0,
+                                          "help": "tune TVM's MetaSchedule baseline with about this many trials per "
+                                                  "task (64 is fair; 0: skip, the default)"},
+                      ms_work={"default": "bench/ms_work", "help": "MetaSchedule databases (re-runs reuse them)"},
+                      repeat={"type": int, "default": 5, "help": "timing repeats (the best is kept)"},
+                      min_repeat_s={"type": float, "default": 0.1, "help": "seconds per timing repeat"},
+                      no_openvino={"action": "store_true", "help": "skip OpenVINO"},
+                      no_torch_compile={"action": "store_true", "help": "skip torch.compile"},
+                      no_llvm_only={"action": "store_true", "help": "skip the untuned llvm-only TVM build"})
+    if args.quick:
+        args.repeat, args.min_repeat_s = min(args.repeat, 3), min(args.min_repeat_s, 0.02)
+    builders = cases(args.quick, args.zoo_size)
+    names = [m.strip() for m in args.models.split(",") if m.strip()] if args.models else list(builders)
+    unknown = [n for n in names if n not in builders]
+    if unknown:
+        raise SystemExit(f"unknown model(s) {unknown}; choose from {', '.join(builders)}")
     run = BenchRun("models", out_dir=args.out)
     print(run.header())
-    print(f"model sizes: {size}")
-    for name in [m.strip() for m in args.models.split(",") if m.strip()]:
-        configs = args.configs.split(",") if args.configs else PLAN[name]
-        if size == "full" and not args.configs:
-            configs = [c for c in configs if (name, c) not in FULL_SKIP]
-        case = get_model(name, size)
+    budget = f"about {args.ms_trials_per_task} trials per task" if args.ms_trials_per_task and not args.quick \
+        else "not run (pass --ms-trials-per-task 64)"
+    print(f"threads {args.threads}; MetaSchedule baseline: {budget}; all times at the call from numpy, best of "
+          f"{args.repeat}")
+    for name in names:
+        case = builders[name]()
         print(f"  {name}: {case.description} ...", flush=True)
-        for row in compare_model(case, configs):
-            run.add(row)
-            print(f"    {row['config']}: ours {row['ours_ms']:.3f} ms, llvm-only {row['llvm_only_ms']:.3f} ms, "
-                  f"torch {row['torch_ms']:.3f} ms, err {row['max_rel_err']:.1e} ({row['targets']})", flush=True)
+        row = bench_case(case, args)
+        run.add(row)
+        peers = ", ".join(f"{k[:-3]} {row[k]:.3f}" for k in ("ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms",
+                                                            "torch_ms") if row.get(k) is not None)
+        print(f"    ours {row['ours_ms']:.3f} ms at the call (VM {row['ours_vm_ms']:.3f} ms, overhead "
+              f"{row['overhead_us']:.1f} us), {peers}; err {row['max_rel_err']:.1e}", flush=True)
+        for note in row.get("notes", []):
+            print(f"    ({note})")
+        if row.get("ms_tuning_s") is not None:
+            print(f"    MetaSchedule: {row['ms_tasks']} tasks x {row['ms_trials_per_task']} trials, tuning "
+                  f"{row['ms_tuning_s']:.0f} s{' (cached)' if row['ms_cached'] else ''}; our compile "
+                  f"{row['compile_s']:.1f} s")
     print()
-    print(run.markdown(ROW_COLUMNS, ratios={"llvm-only/ours": ("llvm_only_ms", "ours_ms"),
-                                            "torch/ours": ("torch_ms", "ours_ms")}))
-    plain = [r for r in run.rows if r["config"] == "llvm"]
-    print(f"\ngeomean over models, llvm configuration (all measured): "
-          f"{geomean(r['llvm_only_ms'] / r['ours_ms'] for r in plain):.2f}x vs the llvm-only TVM build, "
-          f"{geomean(r['torch_ms'] / r['ours_ms'] for r in plain):.2f}x vs PyTorch")
-    worst = max(r["max_rel_err"] for r in run.rows)
-    print(f"worst max relative error vs PyTorch: {worst:.1e}")
+    print(run.markdown(COLUMNS, ratios=RATIOS))
+    print()
+    for label, (num, den) in RATIOS.items():
+        vals = [r[num] / r[den] for r in run.rows if r.get(num) and r.get(den)]
+        if vals:
+            print(f"geomean {label}: {geomean(vals):.2f}x over {len(vals)} models")
+    overheads = [r["overhead_us"] for r in run.rows]
+    print(f"call overhead (model(x) - VM alone): median {float(np.median(overheads)):.1f} us, "
+          f"max {max(overheads):.1f} us; inputs copied for alignment: {sum(r['aligned_copies'] for r in run.rows)}")
+    print(f"worst max relative error: {max(r['max_rel_err'] for r in run.rows):.1e}")
     if run.out_path:
         print(f"rows written to {run.out_path}")
 
