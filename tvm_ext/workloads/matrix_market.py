@@ -372,7 +372,11 @@ def _parse_indices(path: Path, tok: np.ndarray, lines: np.ndarray, bound: int, w
         if long.any():
             k = int(np.flatnonzero(long)[0])
             raise _fail(path, f"line {int(lines[k])}: {what} index {tok[k].decode()} is out of bounds (1..{bound})")
-    idx = tok.astype(np.int64)
+    digits = np.ascontiguousarray(tok).view(np.uint8).reshape(tok.size, -1)
+    idx = np.zeros(tok.size, np.int64)
+    for j in range(digits.shape[1]):  # right-padded with NUL: fold the digits in, column by column
+        d = digits[:, j]
+        idx = np.where(d != 0, idx * 10 + d.astype(np.int64) - 48, idx)
     bad = (idx < 1) | (idx > bound)
     if bad.any():
         k = int(np.flatnonzero(bad)[0])
