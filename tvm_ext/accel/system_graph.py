@@ -61,6 +61,7 @@ __all__ = [
     "available_systems",
     "HOME_KINDS",
     "MAX_SYSTEM_NODES_ENV",
+    "max_system_nodes",
 ]
 
 #: Memory kinds that may hold a tensor's home copy (the data before and after a run).
