@@ -93,7 +93,7 @@ def test_console_script_entry_point():
 
 
 @pytest.mark.parametrize("argv", [[], ["matrix"], ["nope"]])
-def test_usage_errors_exit_nonzero(argv):
-    with pytest.raises(SystemExit) as info:
-        main(argv)
-    assert info.value.code != 0
+def test_usage_errors_exit_2_with_one_line(argv, capsys):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "error" in err

@@ -27,18 +27,19 @@ import threading
 import traceback
 from typing import Any, Iterator, Sequence
 
+from tvm_ext.cli.args import CliParser
+from tvm_ext.cli.output import EXIT_RESULT_FAILED  # noqa: F401 - one of the documented exit codes
 from tvm_ext.errors import TvmExtError
 
 __all__ = ["build_parser", "main"]
 
 EXIT_USER_ERROR = 2
 EXIT_INTERNAL_ERROR = 1
-EXIT_RESULT_FAILED = 3
 EXIT_INTERRUPTED = 130
 
 
 def _common_options() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+    common = CliParser(add_help=False)
     common.add_argument("--json", action="store_true", default=argparse.SUPPRESS,
                         help="print exactly one JSON object on stdout")
     common.add_argument("--debug", action="store_true", default=argparse.SUPPRESS,
@@ -52,7 +53,7 @@ def _common_options() -> argparse.ArgumentParser:
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every discovered subcommand registered."""
     common = _common_options()
-    parser = argparse.ArgumentParser(
+    parser = CliParser(
         prog="tvm-ext", parents=[common],
         description="Scheduling plugin for Apache TVM: sparse, fusion, tensorize and modelled accelerators.")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -152,7 +153,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     from tvm_ext.limits import allowing_large
 
     parser = build_parser()
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    CliParser.json_errors = "--json" in argv
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as e:  # a usage error (one line, see CliParser) or --help
+        return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
     as_json = bool(getattr(args, "json", False))
     debug = bool(getattr(args, "debug", False))
     interrupts = _Interrupts()

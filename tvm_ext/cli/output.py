@@ -13,7 +13,10 @@ from typing import Any
 
 from tvm_ext.markdown import table
 
-__all__ = ["Output", "table"]
+__all__ = ["Output", "table", "EXIT_RESULT_FAILED"]
+
+#: Exit status of a command that ran but whose result failed a check it reports (e.g. no convergence).
+EXIT_RESULT_FAILED = 3
 
 
 @dataclass
@@ -21,7 +24,7 @@ class Output:
     """``data`` is printed with ``--json``; ``text`` otherwise.
 
     ``exit_code`` is the process's exit status after printing: 0, or
-    ``tvm_ext.cli.main.EXIT_RESULT_FAILED`` (3) when the command ran but its
+    :data:`EXIT_RESULT_FAILED` (3) when the command ran but its
     result failed a check the output reports (a solver that did not converge).
     """
 

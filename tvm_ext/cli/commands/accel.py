@@ -9,6 +9,7 @@ numpy.  ``--json`` keys include ``cycles``, ``cycles_kl`` and
 """
 from __future__ import annotations
 
+from tvm_ext.cli.args import seed, size
 from tvm_ext.cli.output import Output, table
 from tvm_ext.errors import InputError
 
@@ -20,14 +21,14 @@ def register(subparsers, common) -> None:
     sub.required = True
     g = sub.add_parser("gemm", parents=[common], help="C[M,N] = A[M,K] @ B[K,N]")
     for d in ("M", "N", "K"):
-        g.add_argument(d, type=int)
+        g.add_argument(d, type=size(d))
     _shared(g)
     g.set_defaults(func=run_gemm)
     r = sub.add_parser("gru", parents=[common], help="a GRU layer over T steps (recurrent schedule)")
-    r.add_argument("--steps", type=int, default=128, metavar="T", help="time steps (default 128)")
-    r.add_argument("--hidden", type=int, required=True, metavar="H", help="hidden size")
-    r.add_argument("--batch", type=int, required=True, metavar="B", help="batch size")
-    r.add_argument("--inputs", type=int, default=None, metavar="I", help="input size (default H)")
+    r.add_argument("--steps", type=size("--steps"), default=128, metavar="T", help="time steps (default 128)")
+    r.add_argument("--hidden", type=size("--hidden"), required=True, metavar="H", help="hidden size")
+    r.add_argument("--batch", type=size("--batch"), required=True, metavar="B", help="batch size")
+    r.add_argument("--inputs", type=size("--inputs"), default=None, metavar="I", help="input size (default H)")
     _shared(r)
     r.set_defaults(func=run_gru)
     s = sub.add_parser("systems", parents=[common], help="list the bundled system graphs")
@@ -38,7 +39,7 @@ def _shared(p) -> None:
     p.add_argument("--config", default="default", metavar="NAME|FILE",
                    help="system graph: a bundled name (default, mini) or a JSON file")
     p.add_argument("--no-check", action="store_true", help="skip the functional simulation")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=seed(), default=0, help="seed of the random inputs")
 
 
 def _positive(**dims: int) -> None:

@@ -8,24 +8,33 @@ pattern matrix (no values, e.g. nasa4704) is made SPD with
 ``tvm_ext.workloads.make_spd`` first, and the output says so; ``--make-spd``
 forces that for any matrix.  All logic is :func:`schedules.fusion.compare_block_cg`.
 ``--json`` keys include ``converged``, ``iterations``, ``residual``,
-``t_iter_fused``, ``t_iter_unfused`` and ``t_iter_numpy``.
+``t_iter_fused``, ``t_iter_unfused`` and ``t_iter_numpy`` (a value that is
+not a finite number, e.g. the time per iteration of a solver that did no
+iteration, is ``null``).
+
+Exit status: 0 when the fused solver converged; 3 when it ran but did not
+(``converged`` is false and ``reason`` says why, e.g. a breakdown on a matrix
+that is not positive definite); 2 for bad input, including a matrix that is
+empty, not square, not symmetric or has a non-positive diagonal entry.
 """
 from __future__ import annotations
 
-from tvm_ext.cli.output import Output, table
+from tvm_ext.cli.args import count, real, seed, size
+from tvm_ext.cli.output import EXIT_RESULT_FAILED, Output, table
 from tvm_ext.errors import InputError
+from tvm_ext.limits import check_work
 
 
 def register(subparsers, common) -> None:
     p = subparsers.add_parser("cg", parents=[common],
                               help="Block CG on fused vs unfused TVM kernels vs numpy/scipy, with modelled traffic")
     p.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file (SPD)")
-    p.add_argument("--n", type=int, default=8, help="right-hand sides N (default 8)")
-    p.add_argument("--tol", type=float, default=1e-8, help="relative residual per column (default 1e-8)")
-    p.add_argument("--maxiter", type=int, default=None, help="iteration limit (default 10 x rows)")
+    p.add_argument("--n", type=size("--n"), default=8, help="right-hand sides N (default 8)")
+    p.add_argument("--tol", type=real("--tol", 0.0, 1.0, low_open=True, high_open=True), default=1e-8, help="relative residual per column (default 1e-8)")
+    p.add_argument("--maxiter", type=size("--maxiter"), default=None, help="iteration limit (default 10 x rows)")
     p.add_argument("--make-spd", action="store_true", help="make the matrix SPD first (always for pattern files)")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random right-hand sides")
-    p.add_argument("--repeat", type=int, default=3, help="solves per solver; the best time is kept (default 3)")
+    p.add_argument("--seed", type=seed(), default=0, help="seed of the random right-hand sides")
+    p.add_argument("--repeat", type=count("--repeat", 1, 1000), default=3, help="solves per solver; the best time is kept (default 3)")
     p.set_defaults(func=run)
 
 
@@ -45,20 +54,33 @@ def run(args) -> Output:
     from schedules.fusion.cg_compare import compare_block_cg
     from tvm_ext.workloads import make_spd, resolve_matrix
 
-    if args.n < 1:
-        raise InputError(f"--n must be >= 1, got {args.n}")
-    if not args.tol > 0:
-        raise InputError(f"--tol must be > 0, got {args.tol}")
-    if args.maxiter is not None and args.maxiter < 1:
-        raise InputError(f"--maxiter must be >= 1, got {args.maxiter}")
     A = resolve_matrix(args.matrix)
     pattern = _is_pattern(args.matrix)
     made_spd = pattern or args.make_spd
+    if A.shape[0] == 0 or A.shape[1] == 0:
+        raise InputError(f"matrix {args.matrix!r} is empty ({A.shape[0]}x{A.shape[1]}): nothing to solve")
     if made_spd:
         A = make_spd(A)
+    _check_spd(args.matrix, A)
+    rows = A.shape[0]
+    check_work(f"cg {args.matrix} ({rows}x{rows}, nnz {A.nnz}) x N={args.n}",
+               bytes=16 * rows * args.n * 8 + 24 * A.nnz)  # X, R, P, Q, B and the peers' copies
     res = compare_block_cg(A, args.n, tol=args.tol, maxiter=args.maxiter, seed=args.seed, repeat=args.repeat)
     res.update(matrix=args.matrix, made_spd=made_spd)
-    return Output(res, render(res, pattern))
+    return Output(res, render(res, pattern), exit_code=0 if res["converged"] else EXIT_RESULT_FAILED)
+
+
+def _check_spd(name: str, A) -> None:
+    """``InputError`` when cheap O(nnz) evidence shows ``A`` is not SPD (square, symmetric, positive diagonal)."""
+    from schedules.sparse.solvers import spd_precheck
+    from tvm_ext.workloads import canonical_csr
+
+    csr = canonical_csr(A, square=True, dtype="float64", what=f"cg matrix {name!r}")
+    if csr.nnz == 0:
+        raise InputError(f"cg matrix {name!r} has no non-zeros: it is not symmetric positive definite")
+    problem = spd_precheck(csr)
+    if problem:
+        raise InputError(f"cg matrix {name!r}: {problem} (--make-spd makes an SPD matrix from its pattern)")
 
 
 def render(res: dict, pattern: bool) -> str:

@@ -7,6 +7,9 @@ random inputs; the report lists where each op went, the simulated cycles and
 traffic of the offloaded kernels and the measured time of the llvm ones.
 ``--check`` also builds the model with TVM alone (llvm, no extension) and
 compares the outputs.
+
+Security: a ``.pt2`` file is loaded with ``torch.export.load``, which
+unpickles it and can run code it contains: compile trusted files only.
 """
 from __future__ import annotations
 
@@ -14,6 +17,7 @@ import argparse
 import json
 from typing import Any
 
+from tvm_ext.cli.args import real, seed
 from tvm_ext.cli.output import Output
 from tvm_ext.errors import ConfigError, InputError
 
@@ -22,7 +26,8 @@ def register(subparsers, common) -> None:
     p = subparsers.add_parser("compile", parents=[common], help="compile a model with every extension; "
                               "report where each op runs", description=__doc__,
                               formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("model", metavar="MODEL", help="MODEL.onnx, MODEL.pt2 or a built-in model name")
+    p.add_argument("model", metavar="MODEL", help="MODEL.onnx, MODEL.pt2 or a built-in model name; "
+                   ".pt2 files are unpickled (they can run code): trusted files only")
     p.add_argument("--accel", default=None, metavar="CONFIG",
                    help="offload to the matrix accelerator: 'default', a config name or a JSON file")
     p.add_argument("--spmm-engine", default=None, metavar="PLATFORM",
@@ -31,7 +36,7 @@ def register(subparsers, common) -> None:
                    "llvm kernels, Sextans and accelerator knob records to the offloaded parts")
     p.add_argument("--tensorize", default="measure", choices=("measure", "always", "never"),
                    help="x86 tensorization of llvm matmul/conv kernels (default: keep when faster)")
-    p.add_argument("--sparse-threshold", type=float, default=0.1, metavar="DENSITY",
+    p.add_argument("--sparse-threshold", type=real("--sparse-threshold", 0.0, 1.0), default=0.1, metavar="DENSITY",
                    help="a constant matmul operand at most this dense is sparse (default 0.1)")
     p.add_argument("--target", default=None, metavar="JSON", help='llvm target as JSON (default: host CPU)')
     p.add_argument("--shape", action="append", default=[], metavar="NAME=D1,D2,...",
@@ -40,7 +45,7 @@ def register(subparsers, common) -> None:
                    help="size of a built-in model (default small)")
     p.add_argument("--check", action="store_true",
                    help="compare with the llvm-only TVM build on the same random inputs")
-    p.add_argument("--seed", type=int, default=0, help="seed of the random inputs")
+    p.add_argument("--seed", type=seed(), default=0, help="seed of the random inputs")
     p.set_defaults(func=run)
 
 
@@ -86,6 +91,9 @@ def load(args) -> tuple[Any, Any]:
     from tvm_ext.models.frontends import load_model
 
     if args.model in MODEL_NAMES:
+        from tvm_ext.models.frontends import require
+
+        require("torch")  # the built-in models and their references are PyTorch modules
         case = get_model(args.model, args.size)
         return case.relax_module(), case
     return load_model(args.model, shapes=_shapes(args.shape) or None), None

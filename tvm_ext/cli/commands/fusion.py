@@ -8,6 +8,7 @@ Table 1 and the model's assumptions.  All logic lives in
 """
 from __future__ import annotations
 
+from tvm_ext.cli.args import real
 from tvm_ext.cli.output import Output
 from tvm_ext.errors import ConfigError
 
@@ -19,7 +20,7 @@ def register(subparsers, common) -> None:
     sub.required = True
     r = sub.add_parser("report", parents=[common],
                        help="Fig. 10/11/12 tables, geomean vs the paper's 6.7x, Table 1, assumptions")
-    r.add_argument("--sram", nargs="+", type=float, metavar="MB", default=None,
+    r.add_argument("--sram", nargs="+", type=real("--sram", 0.0, 1e6), metavar="MB", default=None,
                    help="SRAM sizes in MB for the Fig. 10 sweep (default: Table 4's 1 4 16)")
     r.add_argument("--plots", metavar="DIR", default=None,
                    help="also write fig10/fig11/fig12 PNGs to DIR (needs matplotlib)")

@@ -27,6 +27,7 @@ import importlib.util
 from pathlib import Path
 from typing import Any
 
+from tvm_ext.cli.args import count
 from tvm_ext.cli.output import Output
 from tvm_ext.errors import InputError, ResultError
 
@@ -44,7 +45,7 @@ def register(subparsers, common) -> None:
                    help="override a built-in kernel's size, e.g. --size hw=32 (repeatable)")
     p.add_argument("--instruction", action="append", default=None, metavar="NAME",
                    help="only map these instructions (repeatable)")
-    p.add_argument("--limit", type=int, default=12, help="mappings listed in the text output (default 12)")
+    p.add_argument("--limit", type=count("--limit"), default=12, help="mappings listed in the text output (default 12)")
     p.add_argument("--build", action="store_true",
                    help="also tensorize with the selected mappings, build, and check against the reference "
                         "(exit 2 if the result is outside tolerance)")

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import sys
 
+from tvm_ext.cli.args import count
 from tvm_ext.cli.output import Output, table
 
 
@@ -17,7 +18,7 @@ def register(subparsers, common) -> None:
     p.add_argument("--format", default="md", choices=("md", "html"), help="report format (default md)")
     p.add_argument("--suites", default=None, metavar="A,B",
                    help=f"comma list of suites (default all: {', '.join(suite_names())})")
-    p.add_argument("--timeout", type=int, default=None, metavar="S", help="per-suite time limit in seconds")
+    p.add_argument("--timeout", type=count("--timeout", 1, 10 ** 6), default=None, metavar="S", help="per-suite time limit in seconds")
     p.set_defaults(func=run)
 
 

@@ -6,6 +6,7 @@ time and GFLOP/s, and the functional check against scipy.  All logic lives in
 """
 from __future__ import annotations
 
+from tvm_ext.cli.args import size
 from tvm_ext.cli.output import Output
 from tvm_ext.markdown import table
 from tvm_ext.spmm_engine import PLATFORMS, evaluate
@@ -16,14 +17,14 @@ def register(subparsers, common) -> None:
     p = subparsers.add_parser("sextans", parents=[common],
                               help="model the Sextans HBM SpMM engine on a matrix")
     p.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file")
-    p.add_argument("--n", type=int, default=64, help="columns of B and C (default 64)")
+    p.add_argument("--n", type=size("--n"), default=64, help="columns of B and C (default 64)")
     p.add_argument("--platform", default="sextans", choices=sorted(PLATFORMS),
                    help="Table 3 platform (default sextans)")
-    p.add_argument("--pes", type=int, default=None, metavar="P", help="processing engines (64)")
-    p.add_argument("--raw-distance", type=int, default=None, metavar="D",
+    p.add_argument("--pes", type=size("--pes"), default=None, metavar="P", help="processing engines (64)")
+    p.add_argument("--raw-distance", type=size("--raw-distance"), default=None, metavar="D",
                    help="RAW dependency distance in cycles (10)")
-    p.add_argument("--window", type=int, default=None, metavar="K0", help="window size (4096)")
-    p.add_argument("--n0", type=int, default=None, metavar="N0", help="PUs per PE (8)")
+    p.add_argument("--window", type=size("--window"), default=None, metavar="K0", help="window size (4096)")
+    p.add_argument("--n0", type=size("--n0"), default=None, metavar="N0", help="PUs per PE (8)")
     p.add_argument("--policy", default=None, choices=["ooo", "in-order"],
                    help="non-zero scheduling (ooo = Sextans)")
     p.add_argument("--no-check", action="store_true", help="skip the functional simulation")

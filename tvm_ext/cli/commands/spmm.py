@@ -1,6 +1,7 @@
 """``tvm-ext spmm NAME|FILE --n 32``: inspect, build, run, and compare with scipy and torch."""
 from __future__ import annotations
 
+from tvm_ext.cli.args import count, size
 from tvm_ext.cli.output import Output
 from tvm_ext.markdown import table
 from tvm_ext.workloads import resolve_matrix
@@ -10,11 +11,24 @@ def register(subparsers, common) -> None:
     p = subparsers.add_parser("spmm", parents=[common],
                               help="sparse x dense product with the inspector-chosen format vs scipy/torch")
     p.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file")
-    p.add_argument("--n", type=int, default=32, help="columns of the dense operand (1 = SpMV)")
+    p.add_argument("--n", type=size("--n"), default=32, help="columns of the dense operand (1 = SpMV)")
     p.add_argument("--format", default=None, help="force a format (csr, coo, bcsr, ell, dia, csb, hyb, sell)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
-    p.add_argument("--repeat", type=int, default=5, help="timing repeats (best is reported)")
+    p.add_argument("--repeat", type=count("--repeat", 1, 1000), default=5, help="timing repeats (best is reported)")
     p.set_defaults(func=run)
+
+
+def check_spmm_size(name: str, A, n: int, itemsize: int, repeat: int) -> None:
+    """Refuse an empty matrix (``InputError``) or a product above :mod:`tvm_ext.limits` (``ConfigError``)."""
+    from tvm_ext.errors import InputError
+    from tvm_ext.limits import check_work
+
+    rows, cols = A.shape
+    if rows == 0 or cols == 0 or A.nnz == 0:
+        raise InputError(f"matrix {name!r} is empty ({rows}x{cols}, {A.nnz} non-zeros): nothing to multiply")
+    # B, C and the scipy/torch results are dense (rows|cols) x n; every peer runs `repeat` times
+    check_work(f"spmm {name} ({rows}x{cols}, nnz {A.nnz}) x N={n}",
+               bytes=(2 * cols + 3 * rows) * n * itemsize + 24 * A.nnz, flop=2 * A.nnz * n * 3 * (repeat + 1))
 
 
 def run(args) -> Output:
@@ -22,6 +36,7 @@ def run(args) -> Output:
     from schedules.sparse.peers import compare_spmm
 
     A = resolve_matrix(args.matrix, dtype=args.dtype)
+    check_spmm_size(args.matrix, A, args.n, 4 if args.dtype == "float32" else 8, args.repeat)
     plan = inspect(A, n_cols=args.n, format=args.format)
     res = compare_spmm(plan, repeat=args.repeat)
     res["matrix"] = args.matrix

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import argparse
 
+from tvm_ext.cli.args import count, seed, size
 from tvm_ext.cli.output import Output, table
 from tvm_ext.errors import InputError, TuningError
 
@@ -36,12 +37,12 @@ def register(subparsers, common) -> None:
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("task", metavar="TASK", help="gemm, conv, spmm, cg, sextans, accel or selector")
     p.add_argument("matrix", metavar="NAME|FILE", nargs="?", help="matrix of spmm/cg/sextans (bundled name or .mtx)")
-    p.add_argument("--shape", type=int, nargs="+", metavar="SIZE",
+    p.add_argument("--shape", type=size("--shape"), nargs="+", metavar="SIZE",
                    help="gemm: M N K; conv: N C_IN C_OUT HW K; accel: M K N or BATCH HIDDEN")
-    p.add_argument("--stride", type=int, default=1, help="conv: stride (default 1)")
-    p.add_argument("--pad", type=int, default=0, help="conv: zero padding on each side (default 0)")
+    p.add_argument("--stride", type=size("--stride"), default=1, help="conv: stride (default 1)")
+    p.add_argument("--pad", type=count("--pad", 0, 2 ** 31 - 1), default=0, help="conv: zero padding on each side (default 0)")
     p.add_argument("--layout", default="nhwc", help="conv: nhwc (HWIO weights) or nchw (OIHW weights); default nhwc")
-    p.add_argument("--n", type=int, nargs="+", help="columns of B (spmm, sextans) or right-hand sides (cg); "
+    p.add_argument("--n", type=size("--n"), nargs="+", help="columns of B (spmm, sextans) or right-hand sides (cg); "
                    "selector: the N values of the corpus")
     p.add_argument("--size", default="small",
                    help="selector: corpus size tiny, small, medium or large (medium + 1M+ nnz matrices; default small)")
@@ -49,18 +50,43 @@ def register(subparsers, common) -> None:
     p.add_argument("--workload", default="matmul", help="accel: matmul or gru (default matmul)")
     p.add_argument("--system", default="default", help="accel: system graph name (default 'default')")
     p.add_argument("--platform", default="sextans", help="sextans: platform (sextans, sextans-p)")
-    p.add_argument("--trials", type=int, default=64, help="total trials of the task in the database (default 64)")
+    p.add_argument("--trials", type=count("--trials"), default=64, help="total trials of the task in the database (default 64)")
     p.add_argument("--db", metavar="DIR", help="database directory (created; resumed if present)")
-    p.add_argument("--seed", type=int, default=0, help="search seed (default 0)")
+    p.add_argument("--seed", type=seed(), default=0, help="search seed (default 0)")
     p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on servers registered with this tracker")
     p.add_argument("--rpc-key", metavar="KEY", help="server key to request from the tracker")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
     p.set_defaults(func=run)
 
 
+def _check_shape(args) -> None:
+    """Refuse shapes whose arrays overflow int32 indices, or whose one run is above :mod:`tvm_ext.limits`."""
+    from tvm_ext.limits import check_int32, check_work
+
+    shape = list(args.shape or [])
+    what = f"tune {args.task} --shape {' '.join(map(str, shape))}"
+    if args.task == "gemm" and len(shape) == 3:
+        M, N, K = shape
+        check_int32(what, A=M * K, B=K * N, C=M * N)
+        check_work(what, bytes=(M * K + K * N + M * N) * 8 * 3, flop=2 * M * N * K)
+    elif args.task == "conv" and len(shape) == 5:
+        n, c_in, c_out, hw, k = shape
+        padded = hw + 2 * args.pad
+        check_int32(what, data=n * c_in * padded * padded, weights=c_out * c_in * k * k, out=n * c_out * hw * hw)
+        check_work(what, bytes=(n * c_in * padded ** 2 + c_out * c_in * k * k + n * c_out * hw * hw) * 8 * 3,
+                   flop=2 * n * c_out * hw * hw * c_in * k * k)
+    elif args.task == "accel" and args.workload == "matmul" and len(shape) == 3:
+        M, K, N = shape
+        check_work(what + " (simulated per trial)", flop=2 * M * N * K)
+    elif args.task == "accel" and len(shape) == 2:
+        batch, hidden = shape
+        check_work(what + " (simulated per trial)", flop=2 * batch * 6 * hidden * hidden)
+
+
 def _make(args):
     from tvm_ext.tuning.tasks import make_task
 
+    _check_shape(args)
     kind = args.task
     if kind == "gemm":
         return make_task("gemm", shape=args.shape)
@@ -72,7 +98,17 @@ def _make(args):
     extra = {"platform": args.platform} if kind == "sextans" else {}
     if args.n is not None and len(args.n) != 1:
         raise InputError(f"{kind} task: --n takes one value, got {args.n}")
-    return make_task(kind, matrix=args.matrix, n=args.n[0] if args.n else None, **extra)
+    n = args.n[0] if args.n else None
+    matrix = args.matrix
+    if kind in ("spmm", "cg", "sextans") and isinstance(matrix, str) and n is not None:
+        from tvm_ext.limits import check_work
+        from tvm_ext.workloads import resolve_matrix
+
+        A = resolve_matrix(matrix)
+        rows, cols = A.shape
+        check_work(f"tune {kind} {matrix} ({rows}x{cols}) --n {n}", bytes=(rows + cols) * n * 8 * 4 + 24 * A.nnz)
+        matrix, extra["name"] = A, args.matrix
+    return make_task(kind, matrix=matrix, n=n, **extra)
 
 
 def run(args) -> Output:
