@@ -713,12 +713,14 @@ class Emitted:
     #: ``parallel=False``; the parallel loop otherwise (empty when the instruction
     #: covers every spatial axis).
     outer_loops: list = field(default_factory=list)
+    #: Element-wise consumers computed in the accumulator tile's write-back (their blocks are gone).
+    epilogue: list[str] = field(default_factory=list)
 
 
 def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int] | None = None,
           pack: str = "auto", outer: str = "auto", parallel: bool = True,
           vector_calls: bool = True, call_rows: int = 1,
-          parallel_loops: Callable[[Any, list], Any] | None = None) -> Emitted:
+          parallel_loops: Callable[[Any, list], Any] | None = None, epilogue: bool = True) -> Emitted:
     """Tensorize ``block`` of ``sch`` with the instruction of ``mapping``.
 
     ``impl`` picks the implementation of the mapping's ISA (``"micro"``,
@@ -742,6 +744,10 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     that may fuse, split or reorder them (outermost first) and returns the loop to
     parallelise; the default fuses them all.  The tuning spaces pass one that samples
     the parallel grain.  :attr:`Emitted.outer_loops` names the result either way.
+    ``epilogue`` (register-blocked implementations): element-wise blocks that consume
+    the output (bias, batch norm, activation) are computed in the accumulator tile's
+    write-back, while the tile is still in registers, instead of in passes over memory
+    (:func:`fuse_epilogue`; the fused block names go to :attr:`Emitted.epilogue`).
     """
     if isinstance(block, str):
         block = sch.get_sblock(block)
@@ -762,14 +768,14 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     block, spec, packed = _pack(sch, block, spec, tile, pack, steps)
     if outer == "auto":
         outer = "panel" if packed else "kernel"
-    inner, outer_loops = _schedule_loops(sch, block, binding, spec, tile, outer,
-                                         parallel and implementation.parallel,
-                                         implementation.accumulate_local, steps, parallel_loops)
+    inner, outer_loops, fused = _schedule_loops(sch, block, binding, spec, tile, outer,
+                                                parallel and implementation.parallel,
+                                                implementation.accumulate_local, steps, parallel_loops, epilogue)
     implementation.prepare()
     name = register_intrin(spec, implementation)
     sch.tensorize(inner, name)
     steps.append(f"tensorize -> {name}")
-    return Emitted(name, spec, tile, steps, inner, packed, padded, outer_loops)
+    return Emitted(name, spec, tile, steps, inner, packed, padded, outer_loops, fused)
 
 
 def _bind(sch, block, binding: AxisBinding, implementation: Implementation, vector_calls: bool,
@@ -844,18 +850,24 @@ def _fit_tiles(implementation: Implementation, spec: IntrinSpec, fixed: dict[str
 
 
 def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, parallel: bool,
-                    accumulate_local: bool, steps: list[str], parallel_loops=None):
-    """Split/reorder, keep the accumulator in registers, parallelise, split the init off.
+                    accumulate_local: bool, steps: list[str], parallel_loops=None, epilogue: bool = False):
+    """Split/reorder, keep the accumulator in registers (its element-wise consumers fused into
+    the write-back when ``epilogue``), parallelise, split the init off.
 
-    Returns the loop to tensorize (the first instruction axis' inner loop) and the outer
-    spatial loops (one fused loop when parallelised).
+    Returns the loop to tensorize (the first instruction axis' inner loop), the outer
+    spatial loops (one fused loop when parallelised) and the fused consumers' names.
     """
     outer_sp, outer_red, inner = _tile_loops(sch, block, binding, spec, tile, outer, steps)
+    epi: list[str] = []
     if accumulate_local:
         cl = sch.cache_write(block, 0, "local")
         steps.append(f"cache_write {spec.output.buffer} -> local (accumulator tile in registers)")
         if outer_sp:
             sch.reverse_compute_at(cl, outer_sp[-1])
+            if epilogue:
+                epi = fuse_epilogue(sch, cl)
+                if epi:
+                    steps.append(f"epilogue {', '.join(epi)} computed in the register tile's write-back")
         _vectorize_last(sch, cl, spec.vector_axis is not None)
     if parallel and outer_sp:
         if parallel_loops is not None:
@@ -869,7 +881,35 @@ def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, par
     init = sch.decompose_reduction(block, outer_red[0] if outer_red else inner[0])
     _vectorize_last(sch, init, spec.vector_axis is not None)
     steps.append("decompose_reduction (init split off)")
-    return inner[0], list(outer_sp)
+    return inner[0], list(outer_sp), epi
+
+
+def fuse_epilogue(sch, writeback) -> list[str]:
+    """Inline the chain of element-wise consumers of ``writeback`` (a block copying a register
+    tile to memory) into it, so they run on the tile while it is in registers.
+
+    Stops at the first consumer TVM cannot inline (a reduction, a consumer read at other
+    indices, a block with two consumers).  Returns the inlined blocks' names.
+
+    >>> fuse_epilogue.__name__
+    'fuse_epilogue'
+    """
+    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+
+    fused: list[str] = []
+    while True:
+        consumers = sch.get_consumers(writeback)
+        if len(consumers) != 1:
+            return fused
+        blk = sch.get(consumers[0])
+        if any(int(iv.iter_type) != 0 for iv in blk.iter_vars):
+            return fused
+        name = blk.name_hint
+        try:
+            sch.reverse_compute_inline(consumers[0])
+        except TvmScheduleError:
+            return fused
+        fused.append(name)
 
 
 def _drop_unit_axes(sch, block, binding: AxisBinding, steps: list[str]) -> AxisBinding:

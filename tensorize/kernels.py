@@ -859,8 +859,10 @@ def tensorized(kernel: Kernel | Any, isa: str = "x86", *, impl: str = "micro", t
             emitted[name] = apply(sch, sch.get_sblock(name), m, impl, tiles=tiles, pack=pack, outer=outer,
                                   call_rows=call_rows)
         others += [b for b in plan.candidates if b not in emitted]
+        fused = {b for e in emitted.values() for b in e.epilogue}  # now part of a tensorized block
         for name in others:
-            schedule_elementwise(sch, sch.get_sblock(name))
+            if name not in fused:
+                schedule_elementwise(sch, sch.get_sblock(name))
     if not emitted:
         from tvm_ext.errors import MappingError
 
