@@ -143,3 +143,19 @@ def test_report_stays_right_after_more_than_10000_offloaded_calls():
     assert report.cycles_by_target() == {"accel": per_call}
     counters = model.offload_counters()[kernel.name]
     assert counters.calls >= 10_002 and counters.cycles == counters.calls * per_call
+
+
+def test_an_error_inside_a_pass_reaches_the_caller_as_itself():
+    import tvm
+    from tvm import relax
+
+    from tvm_ext.errors import InputError
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((4, 8), "float32"))
+    with bb.function("not_main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.relu(x))
+        bb.emit_func_output(y)
+    with pytest.raises(InputError, match="no Relax function 'main'"):
+        tvm.compile(bb.get(), tvm_ext.default_target(), relax_pipeline=tvm_ext.pipeline(accel="default"))

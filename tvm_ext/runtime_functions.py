@@ -43,7 +43,14 @@ def _lazy(module: str, attr: str) -> Callable[..., None]:
 
 
 def register_runtime_functions(ffi: Any = None) -> None:
-    """Register every runtime function in TVM's global registry (idempotent)."""
+    """Register every runtime function in TVM's global registry (idempotent), and the plugin's
+    error classes with the FFI, so an error raised inside a pass or a runtime function reaches
+    the caller as itself (a ``ShapeError``, not a ``RuntimeError``)."""
     ffi = ffi if ffi is not None else importlib.import_module("tvm_ffi")
     for name, (module, attr) in RUNTIME_FUNCTIONS.items():
         ffi.register_global_func(name, _lazy(module, attr), override=True)
+    from tvm_ext import errors
+
+    for cls in vars(errors).values():
+        if isinstance(cls, type) and issubclass(cls, errors.TvmExtError):
+            ffi.register_error(cls.__name__, cls)

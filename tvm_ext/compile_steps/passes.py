@@ -39,7 +39,7 @@ from __future__ import annotations
 from typing import Any
 
 from tvm_ext.compile_steps import placement as pl
-from tvm_ext.errors import ConfigError
+from tvm_ext.errors import ConfigError, InputError
 
 __all__ = ["PrepareForInference", "AnnotateOpIds", "OffloadSparseMatmuls", "PartitionForAccel",
            "PartitionForSextans", "MaterializePackedCalls", "ConvertConvLayout", "LegalizeAndFuse",
@@ -75,6 +75,16 @@ def _target(target: Any):
     if target is None and tvm.target.Target.current(allow_none=True) is not None:
         return tvm.target.Target.current()
     return resolve_target(target)
+
+
+def _main(mod, what: str):
+    """``main`` of ``mod`` (the function the offloading passes rewrite), else one clear error."""
+    from tvm import relax
+
+    for gv in mod.get_global_vars():
+        if gv.name_hint == "main" and isinstance(mod[gv], relax.Function):
+            return mod[gv]
+    raise InputError(f"{what}: the module has no Relax function 'main'")
 
 
 def PrepareForInference():  # noqa: N802 - TVM's pass naming
@@ -144,7 +154,7 @@ def PartitionForAccel(system: Any = None, *, approach: Any = None, baseline: boo
 
     @_module_pass("tvm_ext.PartitionForAccel")
     def run(mod, ctx):
-        n_inputs = len(mod["main"].params)
+        n_inputs = len(_main(mod, "PartitionForAccel").params)
         before = pl.live_op_ids(mod)
         lifted, weights = lift_constants(mod)
         part = partition_for_accel(lifted, sysg, approach=approach, baseline=baseline)
@@ -179,7 +189,7 @@ def _sextans_products(mod) -> list[tuple[Any, int]]:
                     k = int(args[3].ty.shape.values[0])
                     out.append((sp.csr_array((data, indices, indptr), shape=(m, k)), int(e.ty.shape.values[1])))
 
-    relax.analysis.post_order_visit(mod["main"], visit)
+    relax.analysis.post_order_visit(_main(mod, "PartitionForSextans"), visit)
     return out
 
 

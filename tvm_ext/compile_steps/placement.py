@@ -72,6 +72,8 @@ def annotate_op_ids(mod: Any) -> Any:
 
     if mod.attrs is not None and ATTR_OPS in mod.attrs:
         return mod
+    if not _has_main(mod):
+        return mod.with_attr(ATTR_OPS, []).with_attr(ATTR_PLACEMENT, {})
     ops: list[list[str]] = []
     source = _source()
 
@@ -88,6 +90,12 @@ def annotate_op_ids(mod: Any) -> Any:
     out = mod.clone() if hasattr(mod, "clone") else mod
     out["main"] = _Ids().visit_expr(mod["main"])
     return out.with_attr(ATTR_OPS, ops).with_attr(ATTR_PLACEMENT, {})
+
+
+def _has_main(mod: Any) -> bool:
+    from tvm import relax
+
+    return any(gv.name_hint == "main" and isinstance(mod[gv], relax.Function) for gv in mod.get_global_vars())
 
 
 def live_op_ids(mod: Any) -> set[int]:
@@ -193,7 +201,7 @@ def report_parts(mod: Any) -> dict[str, Any]:
                         "detail": str(header.get("detail", "")), "ops": list(header.get("ops", [])),
                         "runtime": runtime, "digest": digest.hex()})
     inputs = []
-    for p in mod["main"].params:
+    for p in mod["main"].params if _has_main(mod) else []:
         try:
             inputs.append([p.name, [int(d) for d in p.ty.shape.values], str(p.ty.dtype)])
         except (AttributeError, TypeError, ValueError):
