@@ -62,6 +62,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, Hashable
 
+from tvm_ext.atomic_file import atomic_write, fsync_dir
 from tvm_ext.errors import CacheError
 
 __all__ = [
@@ -233,14 +234,6 @@ def _sidecar(path: Path) -> Path:
     return path.with_name(path.name + ".json")
 
 
-def _fsync_dir(directory: Path) -> None:
-    fd = os.open(directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _open_entry(path: Path, what: str) -> tuple[int, os.stat_result]:
     """Open ``path`` for reading without following a symlink; check it is a private regular file."""
     flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -275,22 +268,16 @@ def _write_file(path: Path, write: Callable[[str], None]) -> tuple[str, int]:
 
     Returns the SHA-256 and size of what was written.
     """
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp" + path.suffix, dir=path.parent)
-    os.close(fd)
-    try:
+    def write_and_hash(tmp: str) -> tuple[str, int]:
         write(tmp)
         os.chmod(tmp, 0o700)  # a linker recreates its output with the umask's mode
         rfd, st = _open_entry(Path(tmp), "new file")
         try:
-            os.fsync(rfd)
-            digest = _hash_fd(rfd)
+            return _hash_fd(rfd), st.st_size
         finally:
             os.close(rfd)
-        os.replace(tmp, path)
-        return digest, st.st_size
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+
+    return atomic_write(path, write_and_hash, mode=0o700, sync_dir=False)
 
 
 def store_binary(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
@@ -313,7 +300,7 @@ def store_binary(path: str | os.PathLike, write: Callable[[str], None]) -> Path:
             fh.write(record)
 
     _write_file(_sidecar(path), write_sidecar)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return path
 
 

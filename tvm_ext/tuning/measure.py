@@ -20,8 +20,8 @@ Three pieces every MetaSchedule run of :mod:`tvm_ext.tuning` shares:
 
 Example::
 
-    >>> import numpy as np
-    >>> store = ArgStore("/tmp/tvmext-doc-args")
+    >>> import numpy as np, tempfile
+    >>> store = ArgStore(tempfile.mkdtemp())
     >>> info = [["TENSOR", "float32", [2, 2]]]
     >>> key = store.put(info, [np.ones((2, 2), "float32")])
     >>> float(store.get(key)[0].sum())
@@ -42,6 +42,7 @@ from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+from tvm_ext.atomic_file import atomic_write
 from tvm_ext.errors import TuningError
 
 __all__ = [
@@ -129,9 +130,8 @@ class ArgStore:
                                   "different data; tune them in separate databases")
             return key
         self.root.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{key}.{os.getpid()}.npz")
-        np.savez_compressed(tmp, *[np.ascontiguousarray(a) for a in arrays], __digest__=np.array(digest))
-        os.replace(tmp, path)
+        atomic_write(path, lambda tmp: np.savez_compressed(tmp, *[np.ascontiguousarray(a) for a in arrays],
+                                                           __digest__=np.array(digest)))
         return key
 
     def get(self, key: str) -> list[np.ndarray] | None:

@@ -43,7 +43,9 @@ from typing import Any, Callable, Iterable, Sequence
 
 import numpy as np
 
-from tvm_ext.errors import InputError, TuningError
+from tvm_ext.atomic_file import atomic_write, atomic_write_bytes
+from tvm_ext.errors import ConfigError, InputError, TuningError
+from tvm_ext.json_config import read_json_file
 
 __all__ = [
     "CorpusEntry", "Corpus", "LearnedSelector", "generate_matrices", "build_corpus", "train_selector",
@@ -316,11 +318,10 @@ class LearnedSelector:
         """Write ``model.json`` (XGBoost) and ``model.meta.json`` next to it."""
         p = Path(path) if path else default_model_path()
         p.parent.mkdir(parents=True, exist_ok=True)
-        tmp = p.with_name(f".{p.stem}.{os.getpid()}.tmp{p.suffix or '.json'}")  # xgboost reads the suffix
-        self.booster.save_model(str(tmp))
-        os.replace(tmp, p)
+        # xgboost picks its format from the suffix of the file it writes
+        atomic_write(p, lambda tmp: self.booster.save_model(tmp), suffix=p.suffix or ".json")
         meta = dict(self.meta, version=FORMAT_VERSION, feature_names=self.feature_names, kinds=sorted(self.kinds))
-        _meta_path(p).write_text(json.dumps(meta, indent=1, default=str))
+        atomic_write_bytes(_meta_path(p), json.dumps(meta, indent=1, default=str).encode())
         return p
 
     @classmethod
@@ -333,14 +334,21 @@ class LearnedSelector:
         if not p.exists() or not mp.exists():
             raise TuningError(f"learned selector: no model at {p} (train one with tvm_ext.tuning.train_selector)")
         try:
-            meta = json.loads(mp.read_text())
+            meta = read_json_file(mp, f"learned selector: {mp}")
+        except ConfigError as err:
+            raise TuningError(f"{err} (cannot read the model's metadata)") from None
+        try:
             booster = xgb.Booster()
             booster.load_model(str(p))
         except Exception as err:  # noqa: BLE001 - any unreadable model is the same user problem
             raise TuningError(f"learned selector: cannot read the model at {p}: {err}") from None
-        if meta.get("version") != FORMAT_VERSION:
-            raise TuningError(f"learned selector: model at {p} has format {meta.get('version')}, "
+        version = meta.get("version") if isinstance(meta, dict) else None
+        if version != FORMAT_VERSION:
+            raise TuningError(f"learned selector: model at {p} has format {version}, "
                               f"expected {FORMAT_VERSION}; retrain it")
+        for key in ("feature_names", "kinds"):
+            if not isinstance(meta.get(key), list) or not all(isinstance(v, str) for v in meta[key]):
+                raise TuningError(f"learned selector: {mp}: {key!r} must be a list of strings; retrain the model")
         return cls(booster, meta["feature_names"], meta["kinds"], meta)
 
     def install(self) -> "LearnedSelector":
