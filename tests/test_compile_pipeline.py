@@ -159,3 +159,31 @@ def test_an_error_inside_a_pass_reaches_the_caller_as_itself():
         bb.emit_func_output(y)
     with pytest.raises(InputError, match="no Relax function 'main'"):
         tvm.compile(bb.get(), tvm_ext.default_target(), relax_pipeline=tvm_ext.pipeline(accel="default"))
+
+
+def test_the_llvm_schedule_is_a_rule_chain_that_takes_a_users_rule():
+    import tvm
+
+    from tvm_ext.compile_steps import passes as P
+    from tvm_ext.compile_steps.llvm_schedule import KernelSchedule
+    from tvm_ext.compile_steps.placement import ATTR_SCHEDULE
+
+    class Decline(P.ScheduleRule):
+        seen: list[str] = []
+
+        def apply(self, func, name, target, declined=None):
+            self.seen.append(name)
+            return None, KernelSchedule(name, "default", reason="declined by the user's rule")
+
+    mod, ref = _two_same_shape_matmuls()
+    seq = tvm.transform.Sequential([P.PrepareForInference(), P.LegalizeAndFuse(),
+                                    P.ApplyScheduleRules(Decline(), P.DefaultSchedule())])
+    with tvm_ext.default_target():
+        out = seq(mod)
+    kernels = {gv.name_hint: f for gv, f in out.functions.items() if isinstance(f, tvm.tirx.PrimFunc)}
+    assert sorted(Decline.seen) == sorted(kernels)
+    assert all([str(x) for x in f.attrs[ATTR_SCHEDULE]] == ["default", "", "declined by the user's rule"]
+               for f in kernels.values())
+    x = _rng_inputs(mod)
+    got = _run(tvm.compile(out, tvm_ext.default_target()), x)
+    assert tc.max_rel_err(got, [ref(x[0].astype(np.float64))]) < 1e-4

@@ -16,7 +16,8 @@ In the order :func:`tvm_ext.pipeline.pipeline` runs them:
   fused kernel's member ops recorded on it;
 * :func:`ApplyTuningRecords` (``MetaScheduleApplyDatabase``), then
   :func:`TensorizeOrDefault`: the llvm schedule rule chain, tuned record ->
-  measured tensorize -> default, like dlight's ``ApplyDefaultSchedule``;
+  measured tensorize -> default, like dlight's ``ApplyDefaultSchedule``
+  (:func:`ApplyScheduleRules` takes one's own :class:`ScheduleRule` too);
 * :func:`PrepackWeights`: constant weights packed into the micro-kernels'
   panel layout at compile time (:mod:`.weight_prepack`).
 
@@ -43,7 +44,8 @@ from tvm_ext.errors import ConfigError, InputError
 
 __all__ = ["PrepareForInference", "AnnotateOpIds", "OffloadSparseMatmuls", "PartitionForAccel",
            "PartitionForSextans", "MaterializePackedCalls", "ConvertConvLayout", "LegalizeAndFuse",
-           "ApplyTuningRecords", "TensorizeOrDefault", "PrepackWeights", "CONV_LAYOUT"]
+           "ApplyTuningRecords", "TensorizeOrDefault", "ApplyScheduleRules", "ScheduleRule", "MeasuredTensorize",
+           "DefaultSchedule", "PrepackWeights", "CONV_LAYOUT"]
 
 #: Layout of the convolutions left for llvm: NHWC makes the output channels the unit-stride
 #: axis, which the x86 micro-kernels vectorise (NCHW leaves the image width, often 7/14/28).
@@ -329,30 +331,77 @@ def ApplyTuningRecords(db: Any = None, target: Any = None):  # noqa: N802
     return run
 
 
-def TensorizeOrDefault(tensorize: str = "measure", target: Any = None):  # noqa: N802
-    """Rules 2 and 3 of the llvm chain, for every PrimFunc not scheduled yet: the ``tensorize``
-    mapping onto x86 instructions (kept when it measures faster with ``"measure"``), else the
-    default parallel/vector schedule (:mod:`.llvm_schedule`)."""
+class ScheduleRule:
+    """One rule of the llvm schedule chain (as a dlight rule): ``apply`` returns the scheduled
+    PrimFunc (``tirx.is_scheduled`` set) and how, or ``(None, why not)`` to let the next rule try."""
+
+    def apply(self, func, name: str, target, declined=None):  # pragma: no cover - interface
+        raise NotImplementedError
+
+
+class MeasuredTensorize(ScheduleRule):
+    """The ``tensorize`` mapping onto x86 instructions; with ``mode="measure"`` kept only when it
+    measures faster than the default schedule (:func:`.llvm_schedule.schedule_primfunc`)."""
+
+    def __init__(self, mode: str = "measure"):
+        if mode not in ("measure", "always", "never"):
+            raise ConfigError(f"tensorize={mode!r}: choose 'measure', 'always' or 'never'")
+        self.mode = mode
+
+    def apply(self, func, name: str, target, declined=None):
+        from tvm_ext.compile_steps.llvm_schedule import KernelSchedule, schedule_primfunc
+
+        if self.mode == "never":
+            return None, KernelSchedule(name, "default", reason="tensorize='never'")
+        new, how = schedule_primfunc(func, name, target=target, db=None, tensorize=self.mode)
+        return (new, how) if how.how == "tensorized" else (None, how)
+
+
+class DefaultSchedule(ScheduleRule):
+    """Outer spatial loops in parallel when big enough, inner loops vectorised, transposes
+    cache-tiled (:mod:`.llvm_schedule`); always applies."""
+
+    def apply(self, func, name: str, target, declined=None):
+        from tvm_ext.compile_steps.llvm_schedule import KernelSchedule, _default_all
+
+        how = KernelSchedule(name, "default", declined.detail if declined else "",
+                             declined.reason if declined else "", dict(declined.candidates) if declined else {})
+        return _default_all(func).mod["main"].with_attr("tirx.is_scheduled", True), how
+
+
+def ApplyScheduleRules(*rules: ScheduleRule, target: Any = None,  # noqa: N802
+                       name: str = "tvm_ext.ApplyScheduleRules"):
+    """Every PrimFunc not scheduled yet gets the first rule that applies (like dlight's
+    ``ApplyDefaultSchedule``); the decision is recorded on it (``tvm_ext.schedule``)."""
     import tvm
 
-    from tvm_ext.compile_steps.llvm_schedule import schedule_primfunc
-
-    if tensorize not in ("measure", "always", "never"):
-        raise ConfigError(f"tensorize={tensorize!r}: choose 'measure', 'always' or 'never'")
-
-    @_module_pass("tvm_ext.TensorizeOrDefault")
+    @_module_pass(name)
     def run(mod, ctx):
         tgt = _target(target)
         for gv, func in list(mod.functions.items()):
             if not isinstance(func, tvm.tirx.PrimFunc) or _scheduled(func):
                 continue
-            new, how = schedule_primfunc(func, gv.name_hint, target=tgt, db=None, tensorize=tensorize)
+            declined = None
+            for rule in rules:
+                new, how = rule.apply(func, gv.name_hint, tgt, declined)
+                if new is not None:
+                    break
+                declined = how
+            else:
+                continue  # no rule applied: left for TVM's own pipeline
             if func.attrs is not None and pl.ATTR_MEMBERS in func.attrs:
                 new = new.with_attr(pl.ATTR_MEMBERS, func.attrs[pl.ATTR_MEMBERS])
             mod[gv] = new.with_attr(pl.ATTR_SCHEDULE, [how.how, how.detail, how.reason])
         return mod
 
     return run
+
+
+def TensorizeOrDefault(tensorize: str = "measure", target: Any = None):  # noqa: N802
+    """Rules 2 and 3 of the llvm chain (rule 1 is :func:`ApplyTuningRecords`):
+    ``ApplyScheduleRules(MeasuredTensorize(tensorize), DefaultSchedule())``."""
+    return ApplyScheduleRules(MeasuredTensorize(tensorize), DefaultSchedule(), target=target,
+                              name="tvm_ext.TensorizeOrDefault")
 
 
 def PrepackWeights(target: Any = None):  # noqa: N802
