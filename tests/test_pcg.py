@@ -159,3 +159,34 @@ def test_bad_arguments():
         pcg(A, np.r_[np.ones(15), np.inf])
     empty = pcg(sp.csr_array((0, 0)), np.zeros(0))
     assert empty.converged and empty.x.shape == (0,)
+
+
+# ----------------------------------------------------------------- TVM vector kernels
+@pytest.mark.parametrize("dtype,rtol", [("float64", 1e-12), ("float32", 1e-4)])
+@pytest.mark.parametrize("n", [1, 3000, 40_000])   # one chunk (serial twin) and several (parallel)
+def test_vector_kernels_match_numpy(dtype, rtol, n):
+    import tvm
+
+    from schedules.sparse.vector_kernels import VectorKernels
+
+    k = VectorKernels(dtype)
+    rng = np.random.default_rng(n)
+    x, r, p, q, z, d = (rng.standard_normal(n).astype(dtype) for _ in range(6))
+    t = {name: tvm.runtime.tensor(a, tvm.cpu(0))
+         for name, a in zip("xrpqzd", (x, r, p, q, z, d))}
+    assert k.dot(t["p"], t["q"]) == pytest.approx(float(p.astype(np.float64) @ q), rel=rtol, abs=rtol)
+    a = 0.37
+    x2, r2 = x + dtype_scalar(a, dtype) * p, r - dtype_scalar(a, dtype) * q
+    rr = k.cg_update(t["x"], t["r"], t["p"], t["q"], t["z"], t["d"], a, 2)   # z = d * r
+    assert rr == pytest.approx(float(r2.astype(np.float64) @ r2), rel=rtol)
+    np.testing.assert_allclose(t["x"].numpy(), x2, rtol=rtol, atol=rtol)   # TVM may fuse into FMA
+    np.testing.assert_allclose(t["z"].numpy(), d * r2, rtol=rtol, atol=rtol)
+    k.cg_update(t["x"], t["r"], t["p"], t["q"], t["z"], t["d"], 0.0, 1)      # z = 0
+    assert not t["z"].numpy().any()
+    k.xpay(t["p"], t["r"], -1.5)
+    np.testing.assert_allclose(t["p"].numpy(), r2 - dtype_scalar(1.5, dtype) * p, rtol=rtol,
+                               atol=rtol)
+
+
+def dtype_scalar(v: float, dtype: str):
+    return np.dtype(dtype).type(v)

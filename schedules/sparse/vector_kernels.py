@@ -2,7 +2,9 @@
 
 Every kernel takes symbolic sizes, so one compiled kernel per dtype serves
 every vector length (through :func:`tvm_ext.kernel_cache.get_or_build`).
-Reductions are chunked: ``T.parallel`` over ``chunks`` contiguous chunks,
+Reductions are chunked: ``T.parallel`` over ``chunks`` contiguous chunks
+(vectors of one chunk use a ``*_serial`` twin, so no thread-pool launch, and
+no wake-up of sleeping pool threads, is paid for a short vector),
 each accumulating its partial sum in ``part[c]``, then one serial pass adds
 the partials into ``part[chunks]`` (the result).  The caller reads that one
 scalar back; vectors never leave TVM.
@@ -94,10 +96,11 @@ _MIN_CHUNK = 8192
 
 
 def vector_funcs(dtype: str = "float64"):
-    """The IRModule with ``dot``, ``cg_update`` and ``xpay`` for ``dtype``.
+    """The IRModule with ``dot``, ``cg_update`` and ``xpay`` for ``dtype``, each also
+    as a ``*_serial`` variant (no thread-pool launch: for vectors of one chunk).
 
-    >>> sorted(gv.name_hint for gv in vector_funcs("float32").functions)
-    ['cg_update', 'dot', 'xpay']
+    >>> sorted(gv.name_hint for gv in vector_funcs("float32").functions)[:3]
+    ['cg_update', 'cg_update_serial', 'dot']
     """
     import tvm
     from tvm.script import tirx as T
@@ -108,8 +111,10 @@ def vector_funcs(dtype: str = "float64"):
     src = _SOURCE.replace("DTS", f"T.{name}").replace("DT", repr(name))
     funcs = {}
     for block in textwrap.dedent(src).split("\n\n\n"):
-        f = tvm.script.from_source(block, extra_vars={"T": T})
-        funcs[f.attrs["global_symbol"]] = f
+        for suffix, loop in (("", "T.parallel"), ("_serial", "range")):
+            f = tvm.script.from_source(block.replace("T.parallel", loop), extra_vars={"T": T})
+            fname = str(f.attrs["global_symbol"]) + suffix
+            funcs[fname] = f.with_attr("global_symbol", fname)
     return tvm.IRModule(funcs)
 
 
@@ -128,9 +133,12 @@ class VectorKernels:
         from tvm_ext.target import num_threads
 
         self.dtype = _check_dtype(dtype, "VectorKernels")
-        self.mod = get_or_build(("schedules.sparse.vector_kernels", self.dtype, 1),
+        self.mod = get_or_build(("schedules.sparse.vector_kernels", self.dtype, 2),
                                 lambda: vector_funcs(self.dtype), target)
-        self._dot, self._update, self._xpay = self.mod["dot"], self.mod["cg_update"], self.mod["xpay"]
+        # [serial, parallel]: one chunk runs without waking the thread pool
+        self._dot = [self.mod["dot_serial"], self.mod["dot"]]
+        self._update = [self.mod["cg_update_serial"], self.mod["cg_update"]]
+        self._xpay = [self.mod["xpay_serial"], self.mod["xpay"]]
         self._threads = max(1, num_threads())
         self._dev = tvm.cpu(0)
         self._parts: dict[int, Any] = {}
@@ -156,18 +164,18 @@ class VectorKernels:
         """``u . v``."""
         chunk, chunks = self._split(int(u.shape[0]))
         part = self._part(chunks)
-        self._dot(u, v, part, chunk)
+        self._dot[chunks > 1](u, v, part, chunk)
         return self._scalar(part)
 
     def cg_update(self, x, r, p, q, z, d, alpha: float, zmode: int) -> float:
         """``x += alpha p; r -= alpha q``; ``z`` per ``zmode``; returns ``r . r``."""
         chunk, chunks = self._split(int(x.shape[0]))
         part = self._part(chunks)
-        self._update(x, r, p, q, z, d, part, float(alpha), int(zmode), chunk)
+        self._update[chunks > 1](x, r, p, q, z, d, part, float(alpha), int(zmode), chunk)
         return self._scalar(part)
 
     def xpay(self, p, z, beta: float) -> None:
         """``p = z + beta p`` in place."""
         chunk, chunks = self._split(int(p.shape[0]))
-        self._xpay(p, z, float(beta), chunk, chunks)
+        self._xpay[chunks > 1](p, z, float(beta), chunk, chunks)
 
