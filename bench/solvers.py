@@ -9,6 +9,8 @@ Every number is measured in this run, on matrices of >= 1 M non-zeros (the
 
 Tables:
 
+0. **Inspector** stages (dependence graph, levels by the compiled serial pass
+   and by the vectorised frontier BFS, reorder) and throughput.
 1. **Triangular solve** (lower triangle of ``A``) and **one symmetric
    Gauss-Seidel sweep**: serial TVM executor (same row kernel, natural order),
    the barrier executor (level by level, thin levels merged) and the
@@ -57,6 +59,24 @@ def matrices(sizes: dict) -> dict[str, sp.csr_array]:
         f"lap3d({sizes['lap3d7']}) 7pt": lap3d(sizes["lap3d7"]),
         f"pyamg elasticity({sizes['elasticity']}^2) FEM": canonical_csr(sp.csr_array(fem)),
     }
+
+
+def inspectors(run: BenchRun, name: str, A: sp.csr_array) -> None:
+    """Level-set inspector stages, with both level algorithms (best of 3 each)."""
+    from schedules.sparse.level_sets import level_sets
+
+    row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz}
+    for method in ("serial", "frontier"):
+        level_sets(A, method=method)
+        best = min((level_sets(A, method=method) for _ in range(3)),
+                   key=lambda s: s.inspector_seconds)
+        row[f"{method}_levels_s"] = best.seconds["levels"]
+        row[f"{method}_total_s"] = best.inspector_seconds
+        if method == "serial":
+            row.update(levels=best.levels, graph_s=best.seconds["graph"],
+                       reorder_s=best.seconds["reorder"])
+    row["mnnz_per_s"] = A.nnz / row["serial_total_s"] / 1e6
+    run.add(row)
 
 
 def _exec_time(executor, n: int, mode: int) -> float:
@@ -162,8 +182,16 @@ def main() -> None:
     out = None if args.out in ("", "none") else args.out
     mats = matrices(sizes)
 
+    ins = BenchRun("solvers_inspector", out_dir=out)
+    print(ins.header())
+    for name, A in mats.items():
+        inspectors(ins, name, A)
+    print("\n## Level-set inspector (seconds; graph = Listing 7.3's row-parallel TIR kernels)\n")
+    print(ins.markdown(["matrix", "rows", "nnz", "levels", "graph_s", "serial_levels_s",
+                        "frontier_levels_s", "reorder_s", "serial_total_s", "mnnz_per_s"],
+                       ratios={"frontier/serial levels": ("frontier_levels_s", "serial_levels_s")}))
+
     sw = BenchRun("solvers_sweeps", out_dir=out)
-    print(sw.header())
     for name, A in mats.items():
         sweeps(sw, name, A)
     print("\n## Lower triangular solve and one symmetric Gauss-Seidel sweep (seconds, best of runs)\n")

@@ -9,7 +9,7 @@ The inspector
    (:func:`dependence_graph`; Listing 7.3: for row ``ip`` and each off-diagonal
    column ``i = colidx[jp]``, one edge between ``i`` and ``ip``, from the lower
    index to the higher; ``lower=False`` reverses every edge, as a backward or
-   upper-triangular sweep needs);
+   upper-triangular sweep needs).
    The loop over rows is parallel, as in the dissertation (each row ``ip``
    writes only its own edge list): two row-parallel TIR kernels, count and
    fill, for the (structurally symmetric) patterns of SPD matrices;
@@ -26,8 +26,8 @@ The inspector
      higher index, natural order is a topological order, so one compiled TIR
      pass does it.  It is the default because it is faster on every matrix
      measured (a few ns per edge, against the frontier's per-level numpy
-     overhead, which dominates with hundreds of levels: ``bench.solvers``
-     reports both);
+     overhead, which dominates with hundreds of levels; ``bench.solvers``
+     times both);
 3. **reorders** the rows so that each level is contiguous (a counting sort by
    level, stable in the original index) and permutes the matrix to
    ``P A P^T`` (``reorder_data``), so executors index the permuted arrays
