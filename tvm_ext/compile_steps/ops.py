@@ -1,7 +1,7 @@
-"""Name the Relax ops of a model the same way in every compile step: ``(op, "(in shapes) -> out")``.
+"""How the report names an op of the model: ``(op, "(in shapes) -> out")``.
 
-The compile report follows each op of the imported model to where it ran;
-every step identifies ops by this key.
+A readable label only; ops are identified by their ids in the IR
+(:mod:`tvm_ext.compile_steps.placement`), so two ops with one label stay two ops.
 
 >>> import numpy as np
 >>> from tvm import relax

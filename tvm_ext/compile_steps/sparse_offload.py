@@ -34,7 +34,6 @@ from typing import Any
 
 import numpy as np
 
-from tvm_ext.compile_steps.ops import op_key
 from tvm_ext.compile_steps.placement import op_id
 
 __all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "materialize_packed", "DEFAULT_THRESHOLD",
@@ -60,7 +59,6 @@ class SparseRewrite:
     n_cols: int
     detail: str
     ops: list[str] = field(default_factory=list)  # what it replaced, readable
-    keys: list[tuple[str, str]] = field(default_factory=list)  # ops.op_key of the replaced op calls
     op_ids: list[int | None] = field(default_factory=list)  # placement.op_id of the replaced op calls
     kernel: Any = None  # the registered callable (llvm kernels: has .time())
     fallback: str = ""  # why a preferred placement was not used
@@ -182,7 +180,6 @@ def _make_mutator():
                 return call
             lhs, rhs = call.args
             o = self.options
-            self._key = op_key(op)
             self._id = op_id(op)
             A = sparse_constant(lhs, o["threshold"], o["min_elements"])
             if A is not None and _shape(rhs) is not None and len(_shape(rhs)) == 2:
@@ -227,7 +224,7 @@ def _make_mutator():
             _register(symbol, kernel)
             self.rewrites.append(SparseRewrite("sparse-executor", symbol, A.shape, int(A.nnz), n,
                                                f"{plan.label} executor ({plan.choice.reason})", [label],
-                                               [self._key], [self._id], kernel, fallback))
+                                               [self._id], kernel, fallback))
             return self._placeholder(symbol, [B], (A.shape[0], n))
 
         def _sextans(self, A, B, label):
@@ -240,7 +237,7 @@ def _make_mutator():
             n = _shape(B)[1]
             self.rewrites.append(SparseRewrite("sextans", "", A.shape, int(A.nnz), n,
                                                f"Sextans engine ({self.options['engine_name']})", [label],
-                                               [self._key], [self._id], matrix=A))
+                                               [self._id], matrix=A))
             return relax.call_tir(self.spmm_gv, [*csr, B], out_ty=relax.TensorType((A.shape[0], n), "float32"))
 
         def _gcn_fused(self, A, B, label):
@@ -271,7 +268,7 @@ def _make_mutator():
             self.rewrites.append(SparseRewrite(
                 "gcn-fused", symbol, A.shape, int(A.nnz), ws[1],
                 f"GOGETA-fused GCN layer (A·X)·W, steps {layer.steps}", [inner_label, label],
-                [op_key(inner, B), self._key], [op_id(inner), self._id], kernel))
+                [op_id(inner), self._id], kernel))
             return self._placeholder(symbol, [X, W], (A.shape[0], ws[1]))
 
     return _SparseMatmuls
