@@ -17,7 +17,9 @@ costs microseconds and a thin level holds less work than that
 
 The same kernel compiled with ``parallel=False`` and given the matrix in its
 natural order as one serial segment is the **serial TVM executor**, the
-benchmark peer.  Kernels take symbolic sizes, so one compiled kernel per
+benchmark peer.  ``sync="p2p"`` selects the **point-to-point executor** of
+:mod:`schedules.sparse.p2p` instead of the barrier one (same schedule, same
+row update, each row waiting only for the rows it reads).  Kernels take symbolic sizes, so one compiled kernel per
 (dtype, parallel) serves every matrix (through ``tvm_ext.kernel_cache``).
 
 Semantics.
