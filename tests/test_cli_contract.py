@@ -230,3 +230,83 @@ def test_json_output_never_carries_nan_or_infinity():
 
     text = to_json({"a": float("nan"), "b": [np.float64("inf"), np.float32(2.5)], "c": {"d": -np.inf}, "e": "NaN"})
     assert _strict_json(text) == {"a": None, "b": [None, 2.5], "c": {"d": None}, "e": "NaN"}
+
+
+class _Wrong:
+    """Proxy of an executor or compiled model whose results are off by a factor (every other attribute kept)."""
+
+    def __init__(self, inner, factor=1.5):
+        self._inner, self._factor = inner, factor
+
+    def __call__(self, *args, **kwargs):
+        out = self._inner(*args, **kwargs)
+        if isinstance(out, (list, tuple)):
+            return type(out)(self._wrong(o) for o in out)
+        return self._wrong(out)
+
+    def _wrong(self, out):
+        import numpy as np
+
+        return np.asarray(out.numpy() if hasattr(out, "numpy") else out) * self._factor
+
+    def __getattr__(self, name):
+        return getattr(self._inner, name)
+
+
+def _wrong_simulation(module, name, key=None):
+    """Wrap ``module.name`` (a simulator) so that its output is 1.5 times too large."""
+    real = getattr(module, name)
+
+    def simulate(*args, **kwargs):
+        res = real(*args, **kwargs)
+        if key is None:
+            return res * 1.5
+        res.outputs[key] = res.outputs[key] * 1.5
+        return res
+
+    return simulate
+
+
+def test_self_checks_exit_2_when_the_numbers_are_wrong(capsys, monkeypatch):
+    """spmm, accel gemm/gru and sextans compare with a reference; a wrong result must not exit 0."""
+    import tvm_ext.accel.cases as accel_cases
+    import tvm_ext.spmm_engine.engine as engine
+    from schedules.sparse.plan import Plan
+
+    real_build = Plan.build
+    monkeypatch.setattr(Plan, "build", lambda self, *a, **k: _Wrong(real_build(self, *a, **k)))
+    line = check_contract(capsys, ["spmm", "LFAT5", "--n", "4", "--repeat", "1", "--json"])
+    assert "vs scipy" in line and "the result is wrong" in line
+
+    monkeypatch.setattr(accel_cases, "simulate", _wrong_simulation(accel_cases, "simulate", "C"))
+    line = check_contract(capsys, ["accel", "gemm", "16", "16", "16", "--json"])
+    assert "accel gemm 16 16 16" in line and "the result is wrong" in line
+    real_ref = accel_cases.gru_reference
+    monkeypatch.setattr(accel_cases, "gru_reference", lambda *a: real_ref(*a) * 2.0)
+    line = check_contract(capsys, ["accel", "gru", "--steps", "3", "--hidden", "8", "--batch", "1", "--json"])
+    assert "accel gru" in line and "the result is wrong" in line
+
+    monkeypatch.setattr(engine, "simulate", _wrong_simulation(engine, "simulate"))
+    line = check_contract(capsys, ["sextans", "LFAT5", "--n", "8", "--json"])
+    assert "sextans LFAT5" in line and "the result is wrong" in line
+
+
+def test_compile_check_exits_2_when_the_numbers_are_wrong(capsys, monkeypatch):
+    pytest.importorskip("torch")
+    import tvm_ext.compile as tc
+    import tvm_ext.models as models
+
+    real_llvm_only = tc.llvm_only
+    monkeypatch.setattr(tc, "llvm_only", lambda *a, **k: _Wrong(real_llvm_only(*a, **k)))
+    line = check_contract(capsys, ["compile", "mlp", "--size", "tiny", "--check", "--json"])
+    assert "llvm-only" in line and "the result is wrong" in line
+
+    real_get_model = models.get_model
+
+    class WrongReference(_Wrong):
+        def reference(self):
+            return [self._wrong(r) for r in self._inner.reference()]
+
+    monkeypatch.setattr(models, "get_model", lambda *a, **k: WrongReference(real_get_model(*a, **k)))
+    line = check_contract(capsys, ["compile", "mlp", "--size", "tiny", "--json"])
+    assert "vs PyTorch" in line and "the result is wrong" in line

@@ -8,7 +8,9 @@ and ``--allow-large`` (lift the work limits of :mod:`tvm_ext.limits`).
 Errors print one line on stderr.
 
 Exit codes: 0 success; 1 internal error (a bug); 2 bad input (a
-:class:`~tvm_ext.errors.TvmExtError` or an unreadable file); 3 the command ran
+:class:`~tvm_ext.errors.TvmExtError` or an unreadable file; also a self-check
+whose numbers are wrong, :class:`~tvm_ext.errors.ResultError`, see
+:mod:`tvm_ext.cli.selfcheck`); 3 the command ran
 but its result failed (e.g. ``cg`` did not converge; the output says why);
 130 interrupted (Ctrl-C; records already written are kept).
 """

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tvm_ext.cli.args import seed, size
 from tvm_ext.cli.output import Output, table
+from tvm_ext.cli.selfcheck import require_close
 from tvm_ext.errors import InputError
 
 
@@ -53,6 +54,7 @@ def run_gemm(args) -> Output:
 
     _positive(M=args.M, N=args.N, K=args.K)
     r = gemm(args.M, args.N, args.K, system=args.config, check=not args.no_check, seed=args.seed)
+    _require_checked(r, f"accel gemm {args.M} {args.N} {args.K}")
     head = f"GEMM {args.M} x {args.N} x {args.K} ({r['flops']:,} flop) on {r['system']}, {r['tiles']:,} compute tiles"
     return Output(r, render(r, head))
 
@@ -65,12 +67,19 @@ def run_gru(args) -> Output:
         _positive(inputs=args.inputs)
     r = gru(args.steps, args.hidden, args.batch, args.inputs, system=args.config, check=not args.no_check,
             seed=args.seed)
+    _require_checked(r, f"accel gru T={args.steps} H={args.hidden} B={args.batch}")
     head = (f"GRU T={r['steps']}, H={r['hidden']}, B={r['batch']}, I={r['inputs']} on {r['system']}: "
             f"streams priming/recursive/finish {r['stream_lengths']['priming']:,}/"
             f"{r['stream_lengths']['recursive']:,}/{r['stream_lengths']['finish']:,} instructions "
             f"(recursive replayed {max(r['steps'] - 2, 0)}x; {r['simulated_steps']} steps simulated, "
             "the rest exact repeats)")
     return Output(r, render(r, head))
+
+
+def _require_checked(r: dict, what: str) -> None:
+    """The functional simulations of both schedules must agree with numpy (``ResultError`` otherwise)."""
+    require_close(f"{what}: this scheduler's simulation vs numpy", r["max_rel_err"])
+    require_close(f"{what}: the kernel library's simulation vs numpy", r["max_rel_err_kl"])
 
 
 def run_systems(args) -> Output:

@@ -19,6 +19,7 @@ from typing import Any
 
 from tvm_ext.cli.args import real, seed
 from tvm_ext.cli.output import Output
+from tvm_ext.cli.selfcheck import require_close
 from tvm_ext.errors import ConfigError, InputError
 
 
@@ -115,11 +116,13 @@ def run(args) -> Output:
     lines = [f"model {args.model}" + (f" ({case.description})" if case is not None else ""), report.markdown()]
     if case is not None:
         data["framework_rel_err"] = tc.max_rel_err(outputs, case.reference())
+        require_close(f"compile {args.model}: outputs vs PyTorch", data["framework_rel_err"])
         lines.append(f"max relative error vs PyTorch: {data['framework_rel_err']:.2e}")
     if args.check:
         base = tc.llvm_only(mod, _target(args.target))
         ref = base(*inputs)
         data["max_rel_err"] = tc.max_rel_err(outputs, ref)
+        require_close(f"compile {args.model} --check: outputs vs the llvm-only TVM build", data["max_rel_err"])
         data["llvm_only_seconds"] = base.time(*inputs, repeat=3, min_repeat_ms=20)
         lines.append(f"--check: max relative error vs the llvm-only TVM build {data['max_rel_err']:.2e} "
                      f"(llvm-only build: {data['llvm_only_seconds'] * 1e3:.3f} ms per inference, "

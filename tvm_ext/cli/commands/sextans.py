@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from tvm_ext.cli.args import size
 from tvm_ext.cli.output import Output
+from tvm_ext.cli.selfcheck import require_close
 from tvm_ext.markdown import table
 from tvm_ext.spmm_engine import PLATFORMS, evaluate
 from tvm_ext.workloads import resolve_matrix
@@ -37,6 +38,7 @@ def run(args) -> Output:
                  pes=args.pes, raw_distance=args.raw_distance, window=args.window, n0=args.n0,
                  policy=args.policy)
     r["matrix"] = args.matrix
+    require_close(f"sextans {args.matrix}: the functional simulation vs scipy", r["max_rel_err"])
     return Output(r, render(r))
 
 

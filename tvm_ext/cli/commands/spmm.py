@@ -3,6 +3,7 @@ from __future__ import annotations
 
 from tvm_ext.cli.args import count, size
 from tvm_ext.cli.output import Output
+from tvm_ext.cli.selfcheck import require_close
 from tvm_ext.markdown import table
 from tvm_ext.workloads import resolve_matrix
 
@@ -41,6 +42,7 @@ def run(args) -> Output:
     res = compare_spmm(plan, repeat=args.repeat)
     res["matrix"] = args.matrix
     res["reason"] = plan.choice.reason
+    require_close(f"spmm {args.matrix} ({res['format']}) vs scipy", res["max_rel_err"], args.dtype)
     rows = [["tvm-ext " + res["format"], res["gflops"], 1.0],
             ["scipy.sparse", res["scipy_gflops"], res["gflops"] / res["scipy_gflops"]]]
     if res["torch_gflops"]:
