@@ -27,6 +27,7 @@ import signal
 import sys
 import threading
 import traceback
+import warnings
 from typing import Any, Iterator, Sequence
 
 from tvm_ext.cli.args import CliParser
@@ -165,7 +166,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     debug = bool(getattr(args, "debug", False))
     interrupts = _Interrupts()
     try:
-        with interrupts.installed(), allowing_large(bool(getattr(args, "allow_large", False))):
+        with interrupts.installed(), allowing_large(bool(getattr(args, "allow_large", False))), \
+                warnings.catch_warnings():
+            if not debug:  # third-party deprecation notices are not the user's concern: stderr stays one line
+                warnings.simplefilter("ignore", DeprecationWarning)
+                warnings.simplefilter("ignore", FutureWarning)
             out = args.func(args)
     except BaseException as e:  # noqa: BLE001 - every failure becomes one line and an exit code
         if isinstance(e, SystemExit):

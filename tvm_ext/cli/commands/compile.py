@@ -14,13 +14,15 @@ unpickles it and can run code it contains: compile trusted files only.
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from tvm_ext.cli.args import real, seed
 from tvm_ext.cli.output import Output
 from tvm_ext.cli.selfcheck import require_close
 from tvm_ext.errors import ConfigError, InputError
+from tvm_ext.json_config import parse_json
+
+_TARGET_EXAMPLE = '\'{"kind": "llvm", "mcpu": "znver4"}\''
 
 
 def register(subparsers, common) -> None:
@@ -66,13 +68,15 @@ def _shapes(items: list[str]) -> dict[str, list[int]]:
 def _target(text: str | None) -> Any:
     if text is None:
         return None
+    if text.strip() == "llvm":
+        return "llvm"
     try:
-        return json.loads(text)
-    except json.JSONDecodeError:
-        if text.strip() == "llvm":
-            return "llvm"
-        raise ConfigError(f"--target {text!r}: expected a JSON dict such as "
-                          '\'{"kind": "llvm", "mcpu": "znver4"}\'') from None
+        target = parse_json(text, f"--target {text!r}")  # refuses NaN/Infinity too
+    except ConfigError as e:
+        raise ConfigError(f"{e}; expected a JSON dict such as " + _TARGET_EXAMPLE) from None
+    if not isinstance(target, dict):
+        raise ConfigError(f"--target {text!r}: expected a JSON dict such as " + _TARGET_EXAMPLE)
+    return target
 
 
 def _accel(value: str | None) -> Any:
@@ -105,8 +109,9 @@ def run(args) -> Output:
 
     import tvm_ext.compile as tc
 
+    target, accel = _target(args.target), _accel(args.accel)  # bad options fail before the model loads
     mod, case = load(args)
-    model = tc.compile(mod, _target(args.target), accel=_accel(args.accel), spmm_engine=args.spmm_engine,
+    model = tc.compile(mod, target, accel=accel, spmm_engine=args.spmm_engine,
                        tuning_db=args.tuning_db, tensorize=args.tensorize,
                        sparse_threshold=args.sparse_threshold)
     inputs = case.inputs if case is not None else model.random_inputs(args.seed)
