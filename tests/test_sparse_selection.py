@@ -141,3 +141,26 @@ def test_close_candidates_and_the_timed_row_block():
     a, b = _row_block(A, 10_000)
     assert 0 < a < b < A.shape[0] and abs(int(A.indptr[b] - A.indptr[a]) - 10_000) <= 5
     assert _row_block(A, 10**6) == (0, A.shape[0])
+
+
+class _FarBlocks:
+    """Picks BCSR 2x2, every other candidate far behind: only the CSR baseline is worth a check."""
+
+    name = "far"
+
+    def choose(self, features, n_cols):
+        scored = ((Candidate.of("bcsr", R=2, C=2), 1.0), (Candidate.of("bcsr", R=4, C=4), 1.02),
+                  (Candidate("dia"), 2.0), (Candidate("csr"), 2.5), (Candidate.of("sell", C=8, sigma=256), 2.6))
+        return Choice(scored[0][0], {c.label: v for c, v in scored}, {}, "2x2 by fiat", self.name, scored=scored)
+
+
+def test_a_non_baseline_choice_is_timed_against_the_best_baseline():
+    choice = _FarBlocks().choose({}, 8)
+    labels = [c.label for c in _close_candidates(choice, 0.15, 3)]
+    assert labels == ["bcsr(R=2,C=2)", "bcsr(R=4,C=4)", "csr"]
+    assert [c.label for c in _close_candidates(choice, 0.15, 2)] == ["bcsr(R=2,C=2)", "csr"]
+    A = block_fem(3000, 2, 2, seed=3)  # 108K nnz: the timed block is a 20K-nnz row window
+    timed = measure_close_candidates(A, 8, choice, max_nnz=20_000)
+    meas = timed.measurement
+    assert set(meas.seconds) == set(labels) and timed.candidate.label == meas.fastest
+    assert 0 < meas.row_start < meas.row_stop < A.shape[0] and abs(meas.nnz - 20_000) < 100

@@ -34,6 +34,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 import numpy as np
+import scipy.sparse as sp
 
 from tvm_ext.workloads import canonical_csr, matrix_stats
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
@@ -308,14 +309,29 @@ MEASURE_MIN_NNZ = 100_000
 MEASURE_NNZ = 250_000
 
 
+#: Formats that are never far from the best (no padding to speak of): a choice of any other
+#: format is timed against the best-scored of these.
+BASELINE_FORMATS = ("csr", "sell")
+
+
 def _close_candidates(choice: Choice, margin: float, top_k: int) -> list[Candidate]:
-    """The chosen candidate and up to ``top_k - 1`` others scored within ``margin`` of it."""
-    best = dict(choice.scored).get(choice.candidate)
-    if best is None or best <= 0:
+    """Candidates to time: the choice, others scored within ``margin`` of it, and a baseline.
+
+    Up to ``top_k`` in all.  When the choice is not a :data:`BASELINE_FORMATS`
+    format, the best-scored baseline takes one of the places, so a model
+    that misjudges DIA or a block shape by far is still caught.
+    """
+    scores = dict(choice.scored)
+    best = scores.get(choice.candidate)
+    if best is None or best <= 0 or top_k < 2:
         return [choice.candidate]
-    close = sorted(((v, c) for c, v in choice.scored if c != choice.candidate and v <= best * (1.0 + margin)),
-                   key=lambda vc: vc[0])
-    return [choice.candidate] + [c for _, c in close[:max(top_k - 1, 0)]]
+    others = sorted(((v, c) for c, v in choice.scored if c != choice.candidate), key=lambda vc: vc[0])
+    close = [c for v, c in others if v <= best * (1.0 + margin)]
+    baseline = next((c for _, c in others if c.format in BASELINE_FORMATS), None)
+    if choice.candidate.format in BASELINE_FORMATS or baseline is None:
+        return [choice.candidate] + close[:top_k - 1]
+    picked = close[:top_k - 2]
+    return [choice.candidate] + picked + ([] if baseline in picked else [baseline])
 
 
 def _row_block(csr: Any, max_nnz: int) -> tuple[int, int]:
@@ -328,17 +344,30 @@ def _row_block(csr: Any, max_nnz: int) -> tuple[int, int]:
     return max(first, 0), min(max(last, first + 1), m)
 
 
+def _window(csr: Any, a: int, b: int) -> Any:
+    """Rows ``[a, b)`` restricted to the columns they touch (a band for FEM matrices), as a CSR."""
+    if (a, b) == (0, csr.shape[0]):
+        return csr
+    lo, hi = int(csr.indptr[a]), int(csr.indptr[b])
+    cols = csr.indices[lo:hi]
+    c0, c1 = (int(cols.min()), int(cols.max()) + 1) if cols.size else (0, 1)
+    return sp.csr_array((csr.data[lo:hi], cols - c0, csr.indptr[a:b + 1] - lo), shape=(b - a, c1 - c0))
+
+
 def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ, repeat: int = 7,
                              target: Any = None) -> Choice:
-    """Time the candidates scored within ``margin`` of the choice; keep the fastest.
+    """Time the choice against close candidates and a baseline; keep the fastest.
 
-    Up to ``top_k`` candidates (the model's choice first) are built on a
-    contiguous block of about ``max_nnz`` non-zeros from the middle of the
-    matrix (the whole matrix when smaller; executors take any size, so the
-    kernels come from the cache) and run ``repeat`` times at ``n_cols``
-    columns; the fastest run counts.  Returns ``choice`` unchanged when no other candidate is close,
-    else a :class:`Choice` naming the fastest, with the :class:`Measurement`.
+    Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
+    those scored within ``margin`` of it, the best CSR/SELL when the choice is
+    neither) are built on a contiguous block of about ``max_nnz`` non-zeros
+    from the middle of the matrix, restricted to the columns it touches (the
+    whole matrix when smaller; executors take any size, so the kernels come
+    from the cache), and run ``repeat`` times at ``n_cols`` columns; the
+    fastest run counts.  Returns ``choice`` unchanged when there is nothing
+    to compare, else a :class:`Choice` naming the fastest, with the
+    :class:`Measurement`.
 
     >>> from tvm_ext.workloads import lap2d
     >>> A = lap2d(30)
@@ -354,9 +383,9 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
         return choice
     t0 = time.perf_counter()
     a, b = _row_block(csr, max_nnz)
-    block = csr[a:b] if (a, b) != (0, csr.shape[0]) else csr
+    block = _window(csr, a, b)
     rng = np.random.default_rng(0)
-    B = rng.uniform(-1.0, 1.0, (csr.shape[1], n_cols) if n_cols > 1 else csr.shape[1]).astype(csr.dtype)
+    B = rng.uniform(-1.0, 1.0, (block.shape[1], n_cols) if n_cols > 1 else block.shape[1]).astype(csr.dtype)
     kind = "spmv" if n_cols == 1 else "spmm"
     seconds: dict[str, float] = {}
     failed: dict[str, str] = {}
@@ -385,9 +414,10 @@ def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
                   margin: float = 0.15) -> Choice:
     """Pick a representation for ``A @ B`` with ``B`` of ``n_cols`` columns.
 
-    ``measure``: time the candidates scored within ``margin`` of the best
-    (:func:`measure_close_candidates`) and keep the fastest; ``None`` does so
-    on matrices of :data:`MEASURE_MIN_NNZ` non-zeros or more.
+    ``measure``: time the choice against the candidates scored within
+    ``margin`` of it and a CSR/SELL baseline (:func:`measure_close_candidates`)
+    and keep the fastest; ``None`` does so on matrices of
+    :data:`MEASURE_MIN_NNZ` non-zeros or more.
     """
     feats = features if features is not None else sparse_features(A)
     chooser = selector or get_default_selector()
