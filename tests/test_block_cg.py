@@ -264,4 +264,4 @@ def test_cli_cg_json_and_text(capsys):
     out = capsys.readouterr().out
     assert "made SPD with make_spd" in out and "modelled DRAM-traffic reduction" in out
     assert main(["cg", "LFAT5", "--n", "0"]) != 0
-    assert "--n must be >= 1" in capsys.readouterr().err
+    assert "--n must be a positive integer" in capsys.readouterr().err

@@ -20,7 +20,7 @@ def register(subparsers, common) -> None:
     sub.required = True
     r = sub.add_parser("report", parents=[common],
                        help="Fig. 10/11/12 tables, geomean vs the paper's 6.7x, Table 1, assumptions")
-    r.add_argument("--sram", nargs="+", type=real("--sram", 0.0, 1e6), metavar="MB", default=None,
+    r.add_argument("--sram", nargs="+", type=real("SRAM size (MB)", 0.0, 1e6), metavar="MB", default=None,
                    help="SRAM sizes in MB for the Fig. 10 sweep (default: Table 4's 1 4 16)")
     r.add_argument("--plots", metavar="DIR", default=None,
                    help="also write fig10/fig11/fig12 PNGs to DIR (needs matplotlib)")
