@@ -61,6 +61,8 @@ __all__ = [
     "root_block",
     "impl_buffers",
     "LANE",
+    "fuse_epilogue",
+    "schedule_refusals",
 ]
 
 
@@ -884,6 +886,19 @@ def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, par
     return inner[0], list(outer_sp), epi
 
 
+def schedule_refusals() -> tuple[type, ...]:
+    """The exception classes meaning "TVM refused a schedule primitive": TVM's ``ScheduleError``
+    and tvm_ext's, which the FFI raises instead once tvm_ext registers its error classes under
+    their names (:func:`tvm_ext.runtime_functions.register_runtime_functions`).
+
+    >>> len(schedule_refusals())
+    2
+    """
+    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+
+    return (TvmScheduleError, ScheduleError)
+
+
 def fuse_epilogue(sch, writeback) -> list[str]:
     """Inline the chain of element-wise consumers of ``writeback`` (a block copying a register
     tile to memory) into it, so they run on the tile while it is in registers.
@@ -894,7 +909,7 @@ def fuse_epilogue(sch, writeback) -> list[str]:
     >>> fuse_epilogue.__name__
     'fuse_epilogue'
     """
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+    TvmScheduleError = schedule_refusals()
 
     fused: list[str] = []
     while True:
@@ -946,7 +961,7 @@ def _lane_axis(sch, block, binding: AxisBinding) -> str | None:
 def _vectorize_last(sch, block, wanted: bool) -> None:
     if not wanted:
         return
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+    TvmScheduleError = schedule_refusals()
 
     try:
         loops = sch.get_loops(block)
@@ -1119,7 +1134,7 @@ def schedule_elementwise(sch, block) -> None:
     """Vectorise the innermost loop (in pieces of the target's vector lanes when long) and parallelise the fused
     loops around it, of a plain block such as a pad or pack copy (best effort: a block
     that refuses keeps its loops)."""
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+    TvmScheduleError = schedule_refusals()
 
     try:
         loops = sch.get_loops(block)

@@ -133,6 +133,65 @@ def test_dense_weights_are_packed_so_the_vector_axis_is_unit_stride():
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
 
 
+def _conv_bn_relu(n=1, c_in=16, c_out=32, hw=8):
+    """NHWC 3x3 conv, then batch norm ((y - mean) / sd * gamma + beta) and ReLU, as separate blocks."""
+    from tvm import te
+
+    conv = K.conv2d_nhwc(n, c_in, c_out, hw, 3, stride=1, pad=1)
+    X, W, Y = conv.tensors
+    p = [te.placeholder((c_out,), name=f"bn{i}") for i in range(4)]
+    bn = te.compute(Y.shape, lambda *i: (Y(*i) - p[0][i[-1]]) / p[1][i[-1]] * p[2][i[-1]] + p[3][i[-1]], name="bn")
+    out = te.compute(Y.shape, lambda *i: te.max(bn(*i), tvm.tirx.const(0, "float32")), name="relu")
+    return conv, [X, W, *p, out]
+
+
+def test_conv_batch_norm_relu_run_in_the_register_tiles_write_back():
+    from tvm import te
+
+    conv, tensors = _conv_bn_relu()
+    sch = s_tir.Schedule(te.create_prim_func(tensors))
+    done = apply(sch, sch.get_sblock("conv"), AxisBinding("matmul", {"i": "w", "j": "co", "k": "rc"}))
+    assert done.epilogue == ["bn", "relu"] and any("epilogue bn, relu" in s for s in done.steps)
+    names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    assert not names & {"bn", "relu"}  # no pass over memory left for them
+    rng = np.random.default_rng(3)
+    x, w = conv.random_inputs(seed=3)
+    bn = [rng.uniform(0.5, 1.5, 32).astype("float32") for _ in range(4)]
+    out = tvm.runtime.empty((1, 8, 8, 32), "float32")
+    _build(sch)["main"](*[tvm.runtime.tensor(a) for a in (x, w, *bn)], out)
+    ref = np.maximum((conv.reference(x, w) - bn[0]) / bn[1] * bn[2] + bn[3], 0)
+    np.testing.assert_allclose(out.numpy(), ref, rtol=1e-4, atol=1e-4)
+
+
+def test_epilogue_off_keeps_the_consumer_blocks():
+    from tvm import te
+
+    _, tensors = _conv_bn_relu()
+    sch = s_tir.Schedule(te.create_prim_func(tensors))
+    done = apply(sch, sch.get_sblock("conv"), AxisBinding("matmul", {"i": "w", "j": "co", "k": "rc"}), epilogue=False)
+    names = {sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))}
+    assert done.epilogue == [] and {"bn", "relu"} <= names
+
+
+def test_padded_matmul_with_bias_stays_right_whether_or_not_its_epilogue_fuses():
+    from tvm import te
+
+    A = te.placeholder((24, 40), name="A")
+    B = te.placeholder((40, 100), name="B")
+    bias = te.placeholder((100,), name="bias")
+    k = te.reduce_axis((0, 40), name="k")
+    C = te.compute((24, 100), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    D = te.compute((24, 100), lambda i, j: te.max(C[i, j] + bias[j], tvm.tirx.const(0, "float32")), name="D")
+    sch = s_tir.Schedule(te.create_prim_func([A, B, bias, D]))
+    done = apply(sch, sch.get_sblock("C"), MATMUL)
+    assert done.padded  # 100 columns: padded to the vector tile
+    rng = np.random.default_rng(4)
+    a, b, c = (rng.standard_normal(s).astype("float32") for s in ((24, 40), (40, 100), (100,)))
+    out = tvm.runtime.empty((24, 100), "float32")
+    _build(sch)["main"](tvm.runtime.tensor(a), tvm.runtime.tensor(b), tvm.runtime.tensor(c), out)
+    np.testing.assert_allclose(out.numpy(), np.maximum(a @ b + c, 0), rtol=1e-4, atol=1e-4)
+
+
 @settings(max_examples=6, deadline=None)
 @given(M=st.integers(1, 40), N=st.integers(1, 70), K_=st.integers(2, 40))
 def test_micro_kernel_pads_sizes_the_tile_does_not_divide(M, N, K_):

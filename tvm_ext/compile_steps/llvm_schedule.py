@@ -116,9 +116,10 @@ def _parallel_min_work(sch, block) -> int:
 def default_schedule(sch, block, threads: int | None = None) -> list[str]:
     """Parallelise the outer spatial loops (if the block is big enough) and vectorise the
     innermost loop of an element-wise block.  Best effort: a step TVM refuses is skipped."""
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
-
+    from tensorize.emit import schedule_refusals
     from tvm_ext.target import num_threads
+
+    TvmScheduleError = schedule_refusals()
 
     threads = threads or num_threads()
     steps: list[str] = []
@@ -196,9 +197,10 @@ def transpose_tiles(sch, block, threads: int | None = None) -> list[str]:
     nest gathers one element per cache line).  Returns the steps, ``[]`` when
     the block is not a transpose or the sizes do not tile.
     """
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
-
+    from tensorize.emit import schedule_refusals
     from tvm_ext.target import num_threads
+
+    TvmScheduleError = schedule_refusals()
 
     p = _transposed_axis(sch, block)
     if p is None:
@@ -231,7 +233,9 @@ def inline_elementwise(sch, skip: set[str] = frozenset()) -> list[str]:
     Blocks TVM refuses to inline (outputs, reductions, blocks read before written) stay.
     Returns the names of the inlined blocks.
     """
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+    from tensorize.emit import schedule_refusals
+
+    TvmScheduleError = schedule_refusals()
 
     done: list[str] = []
     for b in _root_blocks(sch)[:-1]:

@@ -47,7 +47,9 @@ def _pack_blocks(sch) -> list:
 def mark_weight_packing(func) -> tuple[Any, list[str]]:
     """``func`` with its weight-packing blocks annotated for the split; returns (func, packed params)."""
     from tvm import s_tir
-    from tvm.s_tir.schedule import ScheduleError as TvmScheduleError
+    from tensorize.emit import schedule_refusals
+
+    TvmScheduleError = schedule_refusals()
 
     from tvm_ext.compile_steps.llvm_schedule import param_buffers
 
