@@ -281,3 +281,11 @@ def test_ctrl_c_during_tune_exits_130_and_keeps_the_records(tmp_path, task_args,
     rep = check_database(db)  # loads: no torn or invalid line
     kept = rep.knob_records if records_file == KNOB_RECORDS else rep.ms_records
     assert len(kept) >= seen
+
+
+@pytest.mark.parametrize("cost", [-1.0, 0.0, float("nan"), float("inf")])
+def test_a_bad_cost_is_never_written(tmp_path, cost):
+    db = TuningDatabase(tmp_path)
+    with pytest.raises(TuningError, match="refusing to append a bad record: cost must be"):
+        db.add_knob_record("t", {"K0": 1}, cost, "cycles")
+    assert not (tmp_path / KNOB_RECORDS).exists()

@@ -370,8 +370,11 @@ class TuningDatabase:
         return self.root / "scratch"
 
     # -- appending ----------------------------------------------------------------
-    def _append(self, name: str, item: dict) -> None:
-        line = (json.dumps(item, sort_keys=True) + "\n").encode()
+    def _append(self, name: str, item: dict, check: Callable[[Any, int], str | None]) -> None:
+        why = check(item, 0)  # never write a record that loading would refuse
+        if why:
+            raise TuningError(f"tuning database {self.root / name}: refusing to append a bad record: {why}")
+        line = (json.dumps(item, sort_keys=True, allow_nan=False) + "\n").encode()
         fd = os.open(self.root / name, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             written = os.write(fd, line)  # one write on O_APPEND: concurrent writers never interleave a line
@@ -387,13 +390,13 @@ class TuningDatabase:
         item = {"task": task, "knobs": knobs, "cost": cost, "unit": unit, "error": error, "time": time.time()}
         if extra:
             item.update(extra)
-        self._append(KNOB_RECORDS, item)
+        self._append(KNOB_RECORDS, item, _check_knob)
         self.report.knob_records.append(item)
         return item
 
     def add_task(self, task: str, spec: dict, default: dict) -> None:
         item = {"task": task, "spec": spec, "default": default, "time": time.time()}
-        self._append(TASKS, item)
+        self._append(TASKS, item, _check_task)
         self.report.tasks.append(item)
 
     # -- reading --------------------------------------------------------------------
