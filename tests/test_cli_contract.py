@@ -310,3 +310,16 @@ def test_compile_check_exits_2_when_the_numbers_are_wrong(capsys, monkeypatch):
     monkeypatch.setattr(models, "get_model", lambda *a, **k: WrongReference(real_get_model(*a, **k)))
     line = check_contract(capsys, ["compile", "mlp", "--size", "tiny", "--json"])
     assert "vs PyTorch" in line and "the result is wrong" in line
+
+
+@pytest.mark.parametrize("target, needle", [
+    ('{"kind": "llvm", "mcpu": NaN}', "mcpu: non-finite number NaN"),
+    ('{"kind": "llvm", "num-cores": Infinity}', "non-finite number Infinity"),
+    ("[1]", "expected a JSON dict"),
+    ("not json", "invalid JSON"),
+    ('{"kind": "cuda"}', "compile builds for kind 'llvm'"),
+    ('{"kind": "llvm", "mcpu": "bogus"}', "not a CPU that LLVM knows"),
+])
+def test_compile_target_is_strict_json_for_llvm(capsys, target, needle):
+    pytest.importorskip("torch")
+    assert needle in check_contract(capsys, ["compile", "mlp", "--size", "tiny", "--target", target, "--json"])

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import os
+import re
 
 import numpy as np
 import pytest
@@ -97,3 +98,16 @@ def test_kernel_cache_can_be_disabled(tmp_path, monkeypatch):
     kernel_cache.clear_memory_cache()
     mod = kernel_cache.get_or_build(("scale", 4.0), _scale_kernel(4.0))
     np.testing.assert_allclose(_run(mod, np.ones(2, "float32")), 4.0)
+
+
+@pytest.mark.parametrize("config, needle", [
+    ({"kind": "nope"}, "Target kind \"nope\" is not defined"),
+    ({"kind": "llvm", "mcpu": "bogus"}, "mcpu 'bogus' is not a CPU that LLVM knows"),
+    ({"kind": "llvm", "mcpu": 3}, "mcpu 3 is not a CPU"),
+    ({"kind": "llvm", "num-cores": "x"}, "num-cores"),
+    ({"kind": "llvm", "no-such-option": 1}, "no-such-option"),
+])
+def test_a_bad_target_dict_is_a_config_error(config, needle):
+    with pytest.raises(ConfigError, match=re.escape(needle)):
+        resolve_target(config)
+    assert str(resolve_target({"kind": "llvm", "mcpu": "x86-64-v3"}).attrs["mcpu"]) == "x86-64-v3"

@@ -123,11 +123,28 @@ def resolve_target(target: Any = None):
         if target.get("kind") == "llvm" and "mcpu" not in target:
             merged = dict(_host_target_dict())
             merged.update(target)
-            return Target(merged)
-        return Target(dict(target))
+            return _target_from_dict(merged)
+        return _target_from_dict(dict(target))
     from tvm_ext.errors import ConfigError
 
     raise ConfigError(f"target: expected None, a dict or a tvm Target, got {type(target).__name__}")
+
+
+def _target_from_dict(config: dict) -> Any:
+    """``Target(config)``; an unknown kind, attribute or llvm ``mcpu`` is a :class:`ConfigError`, not LLVM's fallback."""
+    from tvm.target import Target, codegen
+
+    from tvm_ext.errors import ConfigError
+
+    if config.get("kind") == "llvm" and "mcpu" in config:
+        triple = str(config.get("mtriple") or codegen.llvm_get_system_triple())
+        if not isinstance(config["mcpu"], str) or not codegen.llvm_is_valid_cpu(config["mcpu"], triple):
+            raise ConfigError(f"target: mcpu {config['mcpu']!r} is not a CPU that LLVM knows for {triple} "
+                              "(e.g. 'x86-64-v3', 'skylake-avx512', 'znver4')")
+    try:
+        return Target(config)
+    except (ValueError, TypeError, AttributeError, RuntimeError) as e:  # TVM's target parser
+        raise ConfigError(f"target {config}: {str(e).splitlines()[0] if str(e) else type(e).__name__}") from None
 
 
 def target_key(target: Any = None) -> str:

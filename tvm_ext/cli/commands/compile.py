@@ -76,6 +76,9 @@ def _target(text: str | None) -> Any:
         raise ConfigError(f"{e}; expected a JSON dict such as " + _TARGET_EXAMPLE) from None
     if not isinstance(target, dict):
         raise ConfigError(f"--target {text!r}: expected a JSON dict such as " + _TARGET_EXAMPLE)
+    if target.get("kind") != "llvm":  # refused before TVM builds (and logs about) a target of another kind
+        raise ConfigError(f"--target {text!r}: compile builds for kind 'llvm' (offloaded parts run on simulators "
+                          "hosted by the CPU), e.g. " + _TARGET_EXAMPLE)
     return target
 
 
