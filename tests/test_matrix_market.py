@@ -184,6 +184,9 @@ def test_memory_budget_keyword_and_environment(mtx_file, monkeypatch):
     with pytest.raises(MatrixFormatError, match="memory budget is 1,024 bytes"):
         read_matrix_market(p)
     assert read_matrix_market(p, max_bytes="1M").nnz == 2  # the keyword wins over the environment
+    from tvm_ext.workloads import matrix_memory_budget  # the budget in force, public beside the reader
+
+    assert matrix_memory_budget() == 1024 and matrix_memory_budget("1M") == 1 << 20
     monkeypatch.setenv("TVM_EXT_MAX_MATRIX_BYTES", "lots")
     with pytest.raises(TvmExtError, match="TVM_EXT_MAX_MATRIX_BYTES"):
         read_matrix_market(p)

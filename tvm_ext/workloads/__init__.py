@@ -17,7 +17,7 @@ from tvm_ext.workloads.generators import (
     rmat,
     uniform_random,
 )
-from tvm_ext.workloads.matrix_market import matrix_market_header, read_matrix_market
+from tvm_ext.workloads.matrix_market import matrix_market_header, matrix_memory_budget, read_matrix_market
 from tvm_ext.workloads.stats import (
     BlockFillEstimate,
     block_fill,
@@ -44,7 +44,7 @@ from tvm_ext.workloads.validation import canonical_csr, check_dense_operand
 __all__ = [
     "bundled_path", "list_matrices", "load_matrix", "resolve_matrix",
     "banded", "block_fem", "fem_elasticity", "lap2d", "lap3d", "make_spd", "rmat", "uniform_random",
-    "matrix_market_header", "read_matrix_market",
+    "matrix_market_header", "matrix_memory_budget", "read_matrix_market",
     "block_fill", "matrix_stats", "row_lengths", "estimate_block_fill", "BlockFillEstimate",
     "DEEPBENCH_GEMM", "DEEPBENCH_GRU", "GOGETA_TABLE2", "GOGETA_TABLE4",
     "MOBILENET_V1_SEPARABLE", "RESNET50_CONV", "SEXTANS_N_SWEEP",
