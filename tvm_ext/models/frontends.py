@@ -190,7 +190,12 @@ def _from_exported(exported: Any, what: str):
 
 
 def from_exported_program_file(path: str | os.PathLike):
-    """Import a ``torch.export.save``-d program (``.pt2``)."""
+    """Import a ``torch.export.save``-d program (``.pt2``).
+
+    ``torch.export.load`` unpickles the archive, which can run code it
+    contains: pass trusted files only.  Nothing in the plugin loads a ``.pt2``
+    it did not get from the caller (never from a cache or a tuning database).
+    """
     torch = require("torch")
     p = Path(path)
     if not p.is_file():
