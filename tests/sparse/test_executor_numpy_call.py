@@ -232,3 +232,16 @@ def test_inspect_dtypes():
         inspect(A64.astype(np.longdouble), 2, format="csr")
     with pytest.raises(InputError, match="float32, float64"):
         inspect(A64, 2, format="csr", dtype="float16")
+
+
+@pytest.mark.parametrize("fmt", sorted(FORMATS))
+def test_out_with_wrong_rows_is_refused_before_the_kernel(fmt):
+    """Some kernels bind M only from C (COO, BCSR, CSB, SELL): a short out must never reach them."""
+    A = random_matrix(21, 13, 0.3, "float32", 11)
+    exe = executor(A, fmt, "spmm")
+    B = np.ones((13, 4), np.float32)
+    for rows in (20, 22):
+        with pytest.raises(ShapeError, match="out has shape"):
+            exe(B, out=np.zeros((rows, 4), np.float32))
+    with pytest.raises(ShapeError):
+        exe(np.ones((12, 4), np.float32))  # and a B with too few rows
