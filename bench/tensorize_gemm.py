@@ -259,7 +259,9 @@ def measured_fma_peak(threads: int, target=None, iters: int = 1 << 16) -> dict:
     It uses all but four of the target's vector registers as independent chains (more than
     FMA units x latency), so it runs at the FMA issue rate: ``ghz`` = GFLOP/s / (threads x
     FLOP per cycle of the detected CPU).  On a shared machine the multi-thread figure
-    suffers from other load first; the one-thread clock is the steadier one.
+    suffers from other load first; the one-thread clock is the steadier one.  A run of a
+    few ms fits in one scheduler slice and gives the core's peak; ``iters=1 << 20`` runs
+    about as long as a 2048^3 GEMM and gives the share of it other processes leave.
     """
     import tvm
 
@@ -317,6 +319,7 @@ def peak_rows(threads: int, shape_list, repeat: int = 5) -> dict:
     torch.set_num_threads(threads)
     peak1 = measured_fma_peak(1, target)
     peak_n = measured_fma_peak(threads, target) if threads > 1 else peak1
+    available = measured_fma_peak(threads, target, iters=1 << 20)  # as long as a big GEMM: what load leaves
     rows = []
     for M, N, K in shape_list:
         kern = matmul(M, N, K)
@@ -339,7 +342,7 @@ def peak_rows(threads: int, shape_list, repeat: int = 5) -> dict:
         rows.append({"threads": threads, "shape": f"{M}x{N}x{K}", "tile": str(tile),
                      "ours_gflops": flops / ours / 1e9, "numpy_gflops": flops / np_t / 1e9,
                      "torch_gflops": flops / torch_t / 1e9})
-    return {"threads": threads, "peak_1thread": peak1, "peak": peak_n, "rows": rows,
+    return {"threads": threads, "peak_1thread": peak1, "peak": peak_n, "available": available, "rows": rows,
             "facts": hardware_facts(target).to_dict(), "numpy_kernel": numpy_kernel(),
             "torch_backend": torch_backend()}
 
@@ -377,15 +380,18 @@ def peak_report(args) -> None:
         nominal = facts.peak_gflops(table_ghz, cores=threads) if table_ghz else None
         print(f"{threads} thread(s): measured FMA peak {peak:.0f} GFLOP/s (1 thread {per_core:.0f} at an "
               f"implied {rec['peak_1thread']['ghz']:.2f} GHz; {threads}-thread kernel {rec['peak']['gflops']:.0f}); "
-              f"table clock {table_ghz or float('nan'):.2f} GHz -> {nominal or float('nan'):.0f}; "
+              f"table clock {table_ghz or float('nan'):.2f} GHz -> {nominal or float('nan'):.0f}; sustained "
+              f"(~100 ms runs, what other load leaves) {rec['available']['gflops']:.0f}; "
               f"numpy: {rec['numpy_kernel']}; torch: {rec['torch_backend']}")
         for row in rec["rows"]:
-            row.update({"peak_gflops": peak, "nominal_peak_gflops": nominal,
+            avail = rec["available"]["gflops"]
+            row.update({"peak_gflops": peak, "nominal_peak_gflops": nominal, "available_gflops": avail,
                         **{f"{who}_pct_peak": 100 * row[f"{who}_gflops"] / peak for who in ("ours", "numpy", "torch")},
+                        "ours_pct_available": 100 * row["ours_gflops"] / avail,
                         "numpy_kernel": rec["numpy_kernel"], "torch_backend": rec["torch_backend"]})
             run.add(row)
-    cols = ["threads", "shape", "peak_gflops", "ours_gflops", "ours_pct_peak", "numpy_gflops", "numpy_pct_peak",
-            "torch_gflops", "torch_pct_peak", "tile"]
+    cols = ["threads", "shape", "peak_gflops", "available_gflops", "ours_gflops", "ours_pct_peak",
+            "ours_pct_available", "numpy_gflops", "numpy_pct_peak", "torch_gflops", "torch_pct_peak", "tile"]
     print(run.markdown(cols, ratios={"ours/numpy": ("ours_gflops", "numpy_gflops"),
                                      "ours/torch": ("ours_gflops", "torch_gflops")}))
     if run.out_path:
