@@ -21,7 +21,10 @@ def test_fig5_cycles_by_hand():
     r = model(s, n=8, platform=SEXTANS)
     # init C ceil(4/1) + stream B ceil(4/(2*4)) + PE 11 + comp C ceil(4/16)
     assert r.cycles == 4 + 1 + 11 + 1
-    assert r.seconds == pytest.approx(17 / 189e6)
+    assert r.steady_s == pytest.approx(17 / 189e6)
+    # fill / drain: init C 1 HBM latency, B 1 per window, PE latency + depth, comp C 2 latencies
+    assert r.fill_drain_cycles == 100 + 100 + (100 + 15) + 200
+    assert r.seconds == pytest.approx((17 + 515) / 189e6 + 150e-6)
     assert r.flops == 2 * (10 + 4) * 8
     assert r.gflops == pytest.approx(r.flops / r.seconds / 1e9)
     assert r.stages["pe"].cycles == 11 and r.stages["stream_b"].cycles == 1
@@ -42,7 +45,8 @@ def test_balanced_stream_reproduces_eq10():
 
 def test_memory_bound_stages_take_the_hbm_time():
     s = schedule(fig5_matrix(), D=4, P=1, K0=4)
-    slow = Platform("slow-hbm", freq_mhz=189.0, channel_gbs=1e-3)  # 1 MB/s per channel
+    slow = Platform("slow-hbm", freq_mhz=189.0, channel_gbs=1e-3,  # 1 MB/s per channel
+                    launch_us=0.0, hbm_latency_cycles=0, pe_latency_cycles=0)
     r = model(s, n=8, platform=slow)
     bw = 1e6
     expect = (max(4 / 189e6, 8 / bw)                   # init C vs Q (2 pointers, 1 channel)
@@ -92,3 +96,36 @@ def test_bad_n_raises():
             model(s, n=n)
     assert model(s, n=np.int64(8)).n == 8
     assert EngineConfig().pegs == 8
+
+
+def test_fixed_costs_make_throughput_grow_then_saturate_with_n():
+    from tvm_ext.workloads import lap2d
+
+    prog = preprocess(lap2d(200))
+    g = {n: model(prog, n).gflops for n in (8, 16, 32, 64, 128, 256, 512, 4096)}
+    ns = sorted(g)
+    assert all(g[a] < g[b] for a, b in zip(ns, ns[1:]))  # the launch amortises
+    assert g[16] / g[8] > 1.5                            # launch-dominated: nearly doubles
+    assert g[4096] / g[512] < 1.15                       # saturated
+    steady = Platform("steady", freq_mhz=189.0, launch_us=0.0, hbm_latency_cycles=0,
+                      pe_latency_cycles=0)
+    flat = [model(prog, n, steady).gflops for n in (8, 512)]
+    assert flat[0] == pytest.approx(flat[1])             # Eqs. 6-10 alone: size-independent
+    assert g[4096] < flat[1]                             # fill / drain cost something
+
+
+def test_launch_is_paid_once_per_spmm():
+    s = schedule(fig5_matrix(), D=4, P=1, K0=4)
+    plat = SEXTANS.replace(launch_us=1000.0)
+    a, b = model(s, 8, SEXTANS), model(s, 8, plat)
+    assert b.seconds - a.seconds == pytest.approx(850e-6)
+    assert model(s, 800, plat).seconds - model(s, 800, SEXTANS).seconds == pytest.approx(850e-6)
+
+
+def test_bad_platform_overheads_raise():
+    from tvm_ext.errors import ConfigError
+
+    for kw in (dict(launch_us=-1.0), dict(launch_us=float("nan")), dict(hbm_latency_cycles=-1),
+               dict(pe_latency_cycles=2.5)):
+        with pytest.raises(ConfigError):
+            Platform("bad", freq_mhz=100.0, **kw)

@@ -10,7 +10,11 @@ Two dataclasses, both round-tripping to JSON:
   says a float add takes "7 to 10 cycles").
 * :class:`Platform`: clock, HBM channels and their bandwidth, the channel
   assignment of §3.1.1 (1 for Q, 4 for B, 8 for A, 8 for C_in, 8 for C_out)
-  and board power.  :data:`SEXTANS` and :data:`SEXTANS_P` are Table 3.
+  board power, and the fixed costs of one SpMM: the host's OpenCL kernel
+  launch (§1: "around 0.15ms"), the HBM access latency that every stage's
+  first burst waits for (§1 C2: "up to 100 cycles") and the depth of the PE
+  pipeline that drains at the end of a window (§3.5 (3): "15 cycles on a
+  Xilinx U280").  :data:`SEXTANS` and :data:`SEXTANS_P` are Table 3.
 
 >>> cfg = EngineConfig(pes=8, window=16)
 >>> EngineConfig.from_json(cfg.to_json()) == cfg
@@ -21,6 +25,8 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+import numpy as np
 
 from tvm_ext.errors import ConfigError, positive_int
 from tvm_ext.json_config import JsonConfig
@@ -117,6 +123,10 @@ class Platform(JsonConfig):
 
     Each matrix class streams over its own HBM pseudo-channels, each of
     ``channel_gbs`` GB/s; total bandwidth is ``hbm_channels * channel_gbs``.
+    ``launch_us`` is the host-side kernel launch, paid once per SpMM;
+    ``hbm_latency_cycles`` and ``pe_latency_cycles`` are the pipeline fill and
+    drain each stage instance pays (see :mod:`~tvm_ext.spmm_engine.perf_model`).
+    Zero for all three gives the steady-state model of Eqs. 6-10.
     """
 
     name: str
@@ -129,11 +139,21 @@ class Platform(JsonConfig):
     channels_a: int = 8
     channels_c_in: int = 8
     channels_c_out: int = 8
+    launch_us: float = 150.0
+    hbm_latency_cycles: int = 100
+    pe_latency_cycles: int = 15
 
     def __post_init__(self) -> None:
         what = f"Platform {self.name!r}"
         if not isinstance(self.name, str) or not self.name:
             raise ConfigError("Platform: name must be a non-empty string")
+        v = self.launch_us
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < float("inf"):
+            raise ConfigError(f"{what}: launch_us must be a finite number >= 0, got {v!r}")
+        for name in ("hbm_latency_cycles", "pe_latency_cycles"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or v < 0:
+                raise ConfigError(f"{what}: {name} must be an integer >= 0, got {v!r}")
         for name in ("freq_mhz", "channel_gbs", "power_w"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 < v < float("inf"):
@@ -151,6 +171,11 @@ class Platform(JsonConfig):
     def freq_hz(self) -> float:
         """Clock in Hz."""
         return self.freq_mhz * 1e6
+
+    @property
+    def launch_s(self) -> float:
+        """Host-side kernel launch in seconds."""
+        return self.launch_us * 1e-6
 
     @property
     def bandwidth_gbs(self) -> float:

@@ -13,11 +13,26 @@ PE         ``Q[j+1] - Q[j]`` per window (Eq. 8, real)  ``len * P * 8`` A words (
 comp C     ``ceil(rows / F_C)`` (Eq. 9)                ``rows * N0 * 4`` C_in (8), C_out (8)
 =========  ==========================================  ===========================
 
+On top of that steady state come the fixed costs that make throughput grow
+with problem size and saturate (Fig. 7/8, §4.2.1: "there are setup and
+ending processing overheads"; §1: "The OpenCL runtime overhead for launching
+one kernel is around 0.15ms"):
+
+* **launch**: the host's kernel launch, once per SpMM (``Platform.launch_us``);
+  Sextans runs a whole SpMM, all row passes and N0-blocks, in one kernel.
+* **fill / drain**: every stage instance waits for its first HBM burst
+  (``hbm_latency_cycles``, §1 C2); a PE window also drains its
+  ``pe_latency_cycles``-deep pipeline (§3.5 (3)) before the next B window may
+  overwrite the buffer; comp C waits for the C_in read and the last C_out
+  write.  Per row pass and N0-block: init C 1 latency, stream B 1 per window,
+  PE 1 latency + PE depth per non-empty window, comp C 2 latencies.
+
 ``cycles`` sums the compute column as Eq. 10 does, but with the scheduled
 stream length of every window (bubbles and padding included) instead of the
 average ``NNZ / P``.  Eq. 6 prints ``K / P``; the PEs zero their ``M / P``
 scratchpad rows (the released kernel's ``init_C`` loop), so ``rows / P`` is
-used.  ``seconds`` sums the per-stage maxima.  Derived metrics follow §4:
+used.  ``seconds`` sums the per-stage maxima, the fill / drain time and the launch;
+``steady_s`` leaves the last two out.  Derived metrics follow §4:
 problem size ``2 (NNZ + M) N`` FLOP (the released host's count), bandwidth
 utilisation ``4 (NNZ + N (2M + K)) / t / Bdw`` (§4.2.3) and FLOP/J (§4.2.4).
 
@@ -27,6 +42,10 @@ utilisation ``4 (NNZ + N (2M + K)) / t / Bdw`` (§4.2.3) and FLOP/J (§4.2.4).
 >>> r = model(s, n=8)
 >>> r.cycles == 1 + 8 + 1 + 4    # init 64/64, B 64/8, PE 1 row, comp C 64/16
 True
+>>> r.fill_drain_cycles == 100 + 100 + (100 + 15) + 2 * 100
+True
+>>> round(r.seconds * 1e6, 2)       # launch 150 us + 529 cycles at 189 MHz
+152.8
 """
 from __future__ import annotations
 
@@ -53,6 +72,7 @@ class StageTime:
     seconds: float
     bytes: int
     memory_bound_s: float  # time spent in instances of this stage where memory was slower
+    fill_cycles: int = 0   # pipeline fill / drain cycles, included in ``seconds``
 
 
 @dataclass(frozen=True)
@@ -64,6 +84,9 @@ class PerfReport:
     n_blocks: int
     cycles: int
     seconds: float
+    steady_s: float
+    fill_drain_cycles: int
+    launch_s: float
     flops: float
     gflops: float
     bandwidth_utilization: float
@@ -98,9 +121,11 @@ class _Acc:
         self.seconds = 0.0
         self.bytes = 0
         self.mem_bound = 0.0
+        self.fill = 0
 
     def add(self, cycles: np.ndarray, nbytes: np.ndarray, f: float, bw: float, reps: int,
-            extra_bytes: np.ndarray | None = None, extra_bw: float | None = None) -> None:
+            fill: int, extra_bytes: np.ndarray | None = None,
+            extra_bw: float | None = None) -> None:
         comp = np.asarray(cycles, dtype=np.float64) / f
         mem = np.asarray(nbytes, dtype=np.float64) / bw
         if extra_bytes is not None:
@@ -113,10 +138,12 @@ class _Acc:
         total_bytes = np.sum(nbytes) + (np.sum(extra_bytes) if extra_bytes is not None else 0)
         self.bytes += reps * int(total_bytes)
         self.mem_bound += reps * float(np.sum(np.where(mem > comp, t, 0.0)))
+        self.fill += reps * int(fill)
+        self.seconds += reps * int(fill) / f
 
     def done(self) -> StageTime:
         return StageTime(self.cycles, self.compute, self.memory, self.seconds, self.bytes,
-                         self.mem_bound)
+                         self.mem_bound, self.fill)
 
 
 def model(program: Any, n: int, platform: Platform | str | dict | None = None) -> PerfReport:
@@ -145,12 +172,16 @@ def model(program: Any, n: int, platform: Platform | str | dict | None = None) -
         b_bytes = widths * N0 * 4
         a_bytes = lens * P * 8
         c_bytes = rows * N0 * 4
-        acc["init_c"].add([-(-rows // P)], [q_bytes], f, plat.class_bandwidth("q"), n_blocks)
+        lat, depth = plat.hbm_latency_cycles, plat.pe_latency_cycles
+        acc["init_c"].add([-(-rows // P)], [q_bytes], f, plat.class_bandwidth("q"), n_blocks,
+                          fill=lat)
         acc["stream_b"].add(-(-widths // (2 * cfg.b_partition)), b_bytes, f,
-                            plat.class_bandwidth("b"), n_blocks)
-        acc["pe"].add(lens, a_bytes, f, plat.class_bandwidth("a"), n_blocks)
+                            plat.class_bandwidth("b"), n_blocks, fill=W * lat)
+        acc["pe"].add(lens, a_bytes, f, plat.class_bandwidth("a"), n_blocks,
+                      fill=int(np.count_nonzero(lens)) * (lat + depth))
         acc["comp_c"].add([-(-rows // cfg.c_parallel)], [c_bytes], f, plat.class_bandwidth("c_in"),
-                          n_blocks, extra_bytes=[c_bytes], extra_bw=plat.class_bandwidth("c_out"))
+                          n_blocks, fill=2 * lat, extra_bytes=[c_bytes],
+                          extra_bw=plat.class_bandwidth("c_out"))
         traffic["q"] += n_blocks * q_bytes
         traffic["b"] += n_blocks * int(b_bytes.sum())
         traffic["a"] += n_blocks * int(a_bytes.sum())
@@ -158,11 +189,15 @@ def model(program: Any, n: int, platform: Platform | str | dict | None = None) -
         traffic["c_out"] += n_blocks * c_bytes
     stages = {s: a.done() for s, a in acc.items()}
     cycles = sum(s.cycles for s in stages.values())
-    seconds = sum(s.seconds for s in stages.values())
+    fill_cycles = sum(s.fill_cycles for s in stages.values())
+    engine_s = sum(s.seconds for s in stages.values())
+    steady_s = engine_s - fill_cycles / f
+    seconds = engine_s + plat.launch_s
     flops = problem_flops(program.nnz, M, int(n))
     useful_bytes = 4.0 * (program.nnz + int(n) * (2 * M + K))
     return PerfReport(
         platform=plat.name, n=int(n), n_blocks=n_blocks, cycles=int(cycles), seconds=seconds,
+        steady_s=steady_s, fill_drain_cycles=int(fill_cycles), launch_s=plat.launch_s,
         flops=flops, gflops=flops / seconds / 1e9,
         bandwidth_utilization=useful_bytes / seconds / (plat.bandwidth_gbs * 1e9),
         flop_per_joule=flops / (seconds * plat.power_w), energy_j=seconds * plat.power_w,
