@@ -37,3 +37,26 @@ def test_text_output_and_errors(capsys):
     assert code == 2 and "column field" in data["error"]
     code, data = run_json(capsys, "LFAT5", "--n", "0")
     assert code == 2 and "positive" in data["error"]
+
+
+def test_breakdown_prints_table1_for_any_matrix_file(capsys, tmp_path):
+    import scipy.io
+
+    from tvm_ext.spmm_engine import speedup_breakdown
+    from tvm_ext.workloads import fem_mass_3d
+
+    A = fem_mass_3d(5, 5, 6)
+    path = tmp_path / "mass.mtx"
+    scipy.io.mmwrite(str(path), A)
+    code, data = run_json(capsys, str(path), "--breakdown", "--n", "16")
+    assert code == 0 and data["nnz"] == A.nnz
+    steps = data["steps"]
+    assert [s["paper_incremental"] for s in steps] == [1.0, 9.97, 7.97, 45.3]
+    lib = speedup_breakdown(A, 16)
+    assert [s["incremental"] for s in steps] == [s.incremental for s in lib]
+    assert steps[1]["incremental"] > 2 and steps[3]["incremental"] > 1
+    assert main(["sextans", "LFAT5", "--breakdown", "--n", "8"]) == 0
+    text = capsys.readouterr().out
+    assert "+ 8 PUs" in text and "where each ratio comes from" in text and "Paper 45.3x" in text
+    code, data = run_json(capsys, "LFAT5", "--breakdown", "--pes", "4")
+    assert code == 2 and "--pes" in data["error"]

@@ -291,3 +291,35 @@ def test_fem_elasticity_is_pyamgs_symmetric_q1_assembly():
     assert A.nnz == ref.nnz and np.diff(A.indptr).max() == 13  # interior: 9 nodes x 2 unknowns, minus exact zeros
     with pytest.raises(InputError, match="at least 2"):
         fem_elasticity(1)
+
+
+def test_fem_mass_3d_matches_element_by_element_assembly():
+    from itertools import product
+
+    from tvm_ext.workloads import fem_mass_3d
+
+    nx, ny, nz, h = 3, 4, 2, 0.5
+    m1 = np.array([[2.0, 1.0], [1.0, 2.0]]) * h / 6
+    ke = np.kron(np.kron(m1, m1), m1)  # 8 x 8 Q1 element mass, local order (z, y, x)
+    ref = np.zeros((nx * ny * nz,) * 2)
+    for ex, ey, ez in product(range(nx - 1), range(ny - 1), range(nz - 1)):
+        nodes = [(ex + a) + nx * ((ey + b) + ny * (ez + c)) for c, b, a in product((0, 1), repeat=3)]
+        ref[np.ix_(nodes, nodes)] += ke
+    A = fem_mass_3d(nx, ny, nz, dofs=1, h=h)
+    np.testing.assert_allclose(A.toarray(), ref, atol=1e-15)
+    A3 = fem_mass_3d(nx, ny, nz, dofs=3, h=h).toarray()
+    np.testing.assert_allclose(A3[0::3, 0::3], ref)
+    assert np.all(A3[0::3, 1::3] == 0)
+    assert np.linalg.eigvalsh(A3).min() > 0
+    with pytest.raises(InputError):
+        fem_mass_3d(1, 4, 4)
+
+
+def test_crystm03_like_has_crystm03_size_and_nnz():
+    from tvm_ext.workloads import crystm03_like
+    from tvm_ext.workloads.generators import CRYSTM03_SHAPE
+
+    A = crystm03_like()
+    assert A.shape == (24_696, 24_696) and A.nnz == 583_770 == CRYSTM03_SHAPE[1]
+    assert abs(A - A.T).max() == 0
+    assert np.diff(A.indptr).max() == 27  # interior nodes couple with the 27-node cube

@@ -9,6 +9,7 @@ simulator executes it, and a cycle/HBM model times it:
 * :func:`model`: Eqs. 6-10 with real stream lengths, per-stage
   ``max(compute, HBM)``, GFLOP/s, bandwidth utilisation, FLOP/J (§4);
 * :func:`evaluate`: all of it plus a check against scipy;
+* :func:`speedup_breakdown`: Table 1 (baseline, OoO, 8 PUs, 64 PEs) on any matrix;
 * Relax: :func:`emit_sparse_matmul` (a CSR sparse-matmul op with an llvm
   fallback), :func:`partition_for_sextans` (offload to the engine),
   :func:`build_gcn` / :func:`run_gcn` (a 2-layer GCN on cora).
@@ -40,6 +41,7 @@ from tvm_ext.spmm_engine.encoding import (
     decode_words,
     encode_words,
 )
+from tvm_ext.spmm_engine.breakdown import BreakdownStep, speedup_breakdown
 from tvm_ext.spmm_engine.engine import evaluate, functional_check
 from tvm_ext.spmm_engine.perf_model import PerfReport, StageTime, model, problem_flops
 from tvm_ext.spmm_engine.preprocess import paper_knobs, preprocess, resolve_config, schedule
@@ -67,7 +69,7 @@ __all__ = [
     "schedule", "preprocess", "resolve_config", "paper_knobs", "ScheduledStream", "PassStream",
     "SextansProgram", "EncodedPass", "encode_words", "decode_words", "bubble_word",
     "simulate", "model", "PerfReport", "StageTime", "problem_flops",
-    "evaluate", "functional_check",
+    "evaluate", "functional_check", "speedup_breakdown", "BreakdownStep",
     *_LAZY,
 ]
 

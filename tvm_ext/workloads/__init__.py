@@ -10,7 +10,9 @@ from tvm_ext.workloads.bundled import bundled_path, list_matrices, load_matrix, 
 from tvm_ext.workloads.generators import (
     banded,
     block_fem,
+    crystm03_like,
     fem_elasticity,
+    fem_mass_3d,
     lap2d,
     lap3d,
     make_spd,
@@ -44,6 +46,7 @@ from tvm_ext.workloads.validation import canonical_csr, check_dense_operand
 __all__ = [
     "bundled_path", "list_matrices", "load_matrix", "resolve_matrix",
     "banded", "block_fem", "fem_elasticity", "lap2d", "lap3d", "make_spd", "rmat", "uniform_random",
+    "crystm03_like", "fem_mass_3d",
     "matrix_market_header", "matrix_memory_budget", "read_matrix_market",
     "block_fill", "matrix_stats", "row_lengths", "estimate_block_fill", "BlockFillEstimate",
     "DEEPBENCH_GEMM", "DEEPBENCH_GRU", "GOGETA_TABLE2", "GOGETA_TABLE4",

@@ -7,6 +7,8 @@
   (R-MAT power-law graphs), :func:`uniform_random`.
 * :func:`fem_elasticity`: 2-D Q1 linear elasticity from ``pyamg.gallery``
   (an optional extra), a real FEM assembly with 2 x 2 node blocks.
+* :func:`fem_mass_3d`: the Q1 hexahedral mass matrix of a structured 3-D
+  mesh; :func:`crystm03_like` sizes it to SuiteSparse crystm03.
 * :func:`make_spd` turns any square pattern into a symmetric, strictly
   diagonally dominant (hence SPD) matrix for solvers.
 
@@ -24,7 +26,8 @@ import scipy.sparse as sp
 from tvm_ext.errors import InputError
 from tvm_ext.workloads.validation import canonical_csr
 
-__all__ = ["lap2d", "lap3d", "banded", "block_fem", "rmat", "uniform_random", "make_spd", "fem_elasticity"]
+__all__ = ["lap2d", "lap3d", "banded", "block_fem", "rmat", "uniform_random", "make_spd", "fem_elasticity",
+           "fem_mass_3d", "crystm03_like", "CRYSTM03_SHAPE"]
 
 
 def _positive(name: str, value: int) -> int:
@@ -261,3 +264,60 @@ def fem_elasticity(n: int, *, dtype: Any = "float64") -> sp.csr_array:
                          "install it with: pip install 'tvm-ext[pyamg]'") from None
     A, _ = linear_elasticity((n, n), format="csr")
     return _finish(A, dtype)
+
+
+def fem_mass_3d(nx: int, ny: int, nz: int, dofs: int = 3, *, h: float = 1.0,
+                density: float = 1.0, dtype: Any = "float64") -> sp.csr_array:
+    """Consistent mass matrix of trilinear (Q1) hexahedra on an ``nx x ny x nz`` node grid.
+
+    The Q1 mass matrix of a structured mesh is the tensor product of the 1-D
+    linear-element mass matrices ``h/6 * tridiag(1, 4, 1)`` (2 on the end
+    diagonal entries); each node carries ``dofs`` displacement components,
+    which the mass couples only with themselves (``M_scalar kron I_dofs``,
+    node-major).  SPD; an interior row holds 27 non-zeros, so the pattern has
+    ``dofs (3nx-2)(3ny-2)(3nz-2)`` of them.
+
+    >>> A = fem_mass_3d(2, 2, 2, dofs=1)
+    >>> A.shape, A.nnz, round(float(A.sum()), 6)   # the total mass of one unit cube
+    ((8, 8), 64, 1.0)
+    """
+    nx, ny, nz = (_positive(name, v) for name, v in (("nx", nx), ("ny", ny), ("nz", nz)))
+    dofs = _positive("dofs", dofs)
+    if min(nx, ny, nz) < 2:
+        raise InputError(f"fem_mass_3d: every axis needs at least 2 nodes (one element), "
+                         f"got {nx} x {ny} x {nz}")
+    for name, v in (("h", h), ("density", density)):
+        if not (isinstance(v, (int, float)) and 0 < v < float("inf")):
+            raise InputError(f"fem_mass_3d: {name} must be a positive finite number, got {v!r}")
+
+    def mass_1d(n: int) -> sp.csr_array:
+        M = _tri(n, 1.0, 4.0, 1.0).tolil()
+        M[0, 0] = M[n - 1, n - 1] = 2.0
+        return sp.csr_array(M) * (h / 6.0)
+
+    # natural order: x fastest, then y, then z
+    M = sp.kron(sp.kron(mass_1d(nz), mass_1d(ny)), mass_1d(nx), format="csr") * density
+    if dofs > 1:
+        M = sp.kron(M, sp.identity(dofs, format="csr"), format="csr")
+    return _finish(M, dtype)
+
+
+#: SuiteSparse Boeing/crystm03 (FEM crystal free-vibration mass matrix): 24,696 rows, 583,770 nnz.
+CRYSTM03_SHAPE = (24_696, 583_770)
+
+
+def crystm03_like(*, dtype: Any = "float64") -> sp.csr_array:
+    """A matrix with crystm03's size and non-zero count, from its known structure.
+
+    crystm03 is the mass matrix of a 3-D crystal FEM model with three
+    displacement unknowns per node.  ``24,696 = 3 x 8,232`` and
+    ``8,232 = 8 x 21 x 49``: the Q1 hexahedral mass matrix on an
+    8 x 21 x 49 node grid (:func:`fem_mass_3d`) has exactly
+    ``3 (3*8-2)(3*21-2)(3*49-2) = 583,770`` non-zeros, crystm03's count (the
+    values and the node order of the real mesh differ).
+
+    >>> A = crystm03_like()
+    >>> (A.shape[0], A.nnz) == CRYSTM03_SHAPE
+    True
+    """
+    return fem_mass_3d(8, 21, 49, dofs=3, dtype=dtype)

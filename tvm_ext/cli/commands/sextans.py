@@ -2,16 +2,23 @@
 
 Prints the schedule statistics (bubbles, stream length per PE), the modelled
 time and GFLOP/s, and the functional check against scipy.  All logic lives in
-:func:`tvm_ext.spmm_engine.evaluate`.
+:func:`tvm_ext.spmm_engine.evaluate`.  ``--breakdown`` prints Table 1 (the
+speedup of each optimisation, :func:`tvm_ext.spmm_engine.speedup_breakdown`)
+instead.  Besides bundled names and ``.mtx`` files, ``crystm03-like`` names
+the generated stand-in for SuiteSparse crystm03 (Table 1's matrix).
 """
 from __future__ import annotations
 
 from tvm_ext.cli.args import size
 from tvm_ext.cli.output import Output
 from tvm_ext.cli.selfcheck import require_close
+from tvm_ext.errors import InputError
 from tvm_ext.markdown import table
-from tvm_ext.spmm_engine import PLATFORMS, evaluate
-from tvm_ext.workloads import resolve_matrix
+from tvm_ext.spmm_engine import PLATFORMS, evaluate, speedup_breakdown
+from tvm_ext.workloads import crystm03_like, resolve_matrix
+
+#: Generated matrices the command accepts by name, next to the bundled ones.
+GENERATED = {"crystm03-like": crystm03_like}
 
 
 def register(subparsers, common) -> None:
@@ -29,11 +36,15 @@ def register(subparsers, common) -> None:
     p.add_argument("--policy", default=None, choices=["ooo", "in-order"],
                    help="non-zero scheduling (ooo = Sextans)")
     p.add_argument("--no-check", action="store_true", help="skip the functional simulation")
+    p.add_argument("--breakdown", action="store_true",
+                   help="print Table 1: baseline -> OoO scheduling -> 8 PUs -> 64 PEs speedups")
     p.set_defaults(func=run)
 
 
 def run(args) -> Output:
-    A = resolve_matrix(args.matrix)
+    A = GENERATED[args.matrix]() if args.matrix in GENERATED else resolve_matrix(args.matrix)
+    if args.breakdown:
+        return breakdown(args, A)
     r = evaluate(A, args.n, platform=args.platform, check=not args.no_check,
                  pes=args.pes, raw_distance=args.raw_distance, window=args.window, n0=args.n0,
                  policy=args.policy)
@@ -81,3 +92,27 @@ def render(r: dict) -> str:
         lines.append(f"functional check vs scipy (float64): max rel err {r['max_rel_err']:.2e}, "
                      f"max abs err {r['max_abs_err']:.2e} (simulated in {r['simulate_s']:.2f} s)")
     return "\n".join(lines)
+
+
+def breakdown(args, A) -> Output:
+    """Table 1 on ``A``: modelled speedup of each optimisation, against the paper's crystm03."""
+    for flag, value in (("--pes", args.pes), ("--n0", args.n0), ("--policy", args.policy)):
+        if value is not None:
+            raise InputError(f"sextans --breakdown: {flag} is set by each Table 1 step; leave it out")
+    steps = speedup_breakdown(A, args.n, args.platform, raw_distance=args.raw_distance,
+                              window=args.window)
+    data = {"matrix": args.matrix, "rows": A.shape[0], "cols": A.shape[1], "nnz": int(A.nnz),
+            "n": args.n, "platform": args.platform, "steps": [s.to_dict() for s in steps]}
+    lines = [
+        f"Table 1 breakdown: {args.matrix} ({A.shape[0]:,} x {A.shape[1]:,}, nnz {A.nnz:,}), "
+        f"N = {args.n}, platform {args.platform} (paper: crystm03, 24,696 x 24,696, nnz 583,770)",
+        table(["step", "stream length", "cycles", "time (us)", "GFLOP/s", "incr.", "paper incr.",
+               "accum.", "paper accum."],
+              [[s.label, s.stream_length, s.report.cycles, round(s.report.seconds * 1e6, 1),
+                round(s.report.gflops, 2), round(s.incremental, 2), s.paper_incremental,
+                round(s.accumulated, 1), s.paper_accumulated] for s in steps]),
+        "",
+        "where each ratio comes from:",
+        *(f"  {s.label}: {s.why}" for s in steps),
+    ]
+    return Output(data, "\n".join(lines))
