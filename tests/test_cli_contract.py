@@ -323,3 +323,16 @@ def test_compile_check_exits_2_when_the_numbers_are_wrong(capsys, monkeypatch):
 def test_compile_target_is_strict_json_for_llvm(capsys, target, needle):
     pytest.importorskip("torch")
     assert needle in check_contract(capsys, ["compile", "mlp", "--size", "tiny", "--target", target, "--json"])
+
+
+def test_config_with_a_string_for_a_number_or_a_directory_is_exit_2(capsys, tmp_path):
+    from pathlib import Path
+
+    import tvm_ext.accel
+
+    mini = json.loads((Path(tvm_ext.accel.__file__).parent / "configs" / "mini.json").read_text())
+    mini["clock_ghz"] = "fast"
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps(mini))
+    assert "clock_ghz" in check_contract(capsys, ["accel", "gemm", "8", "8", "8", "--config", str(bad), "--json"])
+    check_contract(capsys, ["accel", "gru", "--hidden", "8", "--batch", "1", "--config", str(tmp_path), "--json"])
