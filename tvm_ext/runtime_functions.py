@@ -53,4 +53,5 @@ def register_runtime_functions(ffi: Any = None) -> None:
 
     for cls in vars(errors).values():
         if isinstance(cls, type) and issubclass(cls, errors.TvmExtError):
-            ffi.register_error(cls.__name__, cls)
+            # a qualified kind: TVM's own error kinds (its ScheduleError) keep their classes
+            ffi.register_error(f"tvm_ext.{cls.__name__}", cls)
