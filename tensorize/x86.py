@@ -152,17 +152,37 @@ class MicroKernel(Implementation):
         lines += impl_buffers(spec)
         lines += root_block(spec)
         unroll_budget = _prod(ext[a] for a in spec.spatial if a != vec)
-        order = [(a, "range") for a in spec.reduction]
+        order = [(a, "range", ext[a]) for a in spec.reduction]
+        expr, out = spec.expr, spec.output.ref()
+        ku = self._k_unroll(spec)
+        if ku > 1:  # the innermost reduction axis in steps of ku, the ku FMA rows unrolled
+            a = spec.reduction[-1]
+            order[-1] = (f"{a}_o", "range", ext[a] // ku)
+            order.append((f"{a}_u", "T.unroll", ku))
+            expr = re.sub(rf"\bv_{a}\b", f"(v_{a}_o * {ku} + v_{a}_u)", expr)
         kind = "T.unroll" if unroll_budget <= 64 else "range"
-        order += [(a, kind) for a in spec.spatial if a != vec]
+        order += [(a, kind, ext[a]) for a in spec.spatial if a != vec]
         if vec is not None:
-            order.append((vec, "T.vectorized"))
+            order.append((vec, "T.vectorized", ext[vec]))
         indent = "        "
-        for a, k in order:
-            lines.append(f"{indent}for v_{a} in {k}({ext[a]}):")
+        for a, k, n in order:
+            lines.append(f"{indent}for v_{a} in {k}({n}):")
             indent += "    "
-        lines.append(f"{indent}{spec.output.ref()} = {spec.expr}")
+        lines.append(f"{indent}{out} = {expr}")
         return "\n".join(lines) + "\n"
+
+    #: Unroll of the reduction loop (None: the target's :func:`~tvm_ext.target.gemm_blocking`).
+    k_unroll: int | None = None
+
+    def _k_unroll(self, spec: IntrinSpec) -> int:
+        """The K unroll that divides the innermost reduction extent (1 when none does or no reduction)."""
+        from tvm_ext.target import gemm_blocking
+
+        if not spec.reduction:
+            return 1
+        want = self.k_unroll if self.k_unroll is not None else gemm_blocking(_facts(), spec.dtype).k_unroll
+        n = spec.extent[spec.reduction[-1]]
+        return want if 1 < want < n and n % want == 0 else 1
 
 
 def _prod(xs) -> int:

@@ -327,3 +327,18 @@ def test_call_rows_batches_calls_along_the_next_outer_axis():
     assert any("batch 2 instruction calls along h" in s for s in done.steps)
     got, ref = _run(_build(sch), k)
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("K_,unrolled", [(48, True), (37, False)])
+def test_micro_kernel_unrolls_the_reduction_by_the_targets_k_unroll(K_, unrolled):
+    from tensorize.x86 import MICRO
+
+    ku = gemm_blocking(hardware_facts()).k_unroll
+    sch = _matmul_sch(16, 32, K_)
+    spec = derive_spec(sch, sch.get_sblock("C"), MATMUL).with_extents({"i": 8, "j": 32, "k": K_})
+    src = MICRO.impl_source(spec)
+    assert (f"v_k_u in T.unroll({ku})" in src and f"range({K_ // ku})" in src) == unrolled
+    done = apply(sch, sch.get_sblock("C"), MATMUL)
+    got, ref = _run(_build(sch), K.matmul(16, 32, K_))
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    assert done.tiles["k"] == K_
