@@ -168,3 +168,23 @@ def test_a_file_that_is_not_a_model_is_one_input_error(tmp_path):
         with pytest.raises(TvmExtError, match=match) as info:
             load_model(path)
         assert isinstance(info.value, InputError) and name in str(info.value)
+
+
+def test_tuple_outputs_come_back_as_views_too():
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((3, 4), "float32"))
+    with bb.function("main", [a]):
+        with bb.dataflow():
+            s = bb.emit(relax.op.add(a, a))
+            p = bb.emit(relax.op.multiply(a, a))
+            out = bb.emit_output(relax.Tuple([s, p]))
+        bb.emit_func_output(out)
+    model = tc.compile(bb.get(), tensorize="never")
+    spy = _spy(model)
+    (x,) = model.random_inputs(5)
+    s, p = model(x)
+    np.testing.assert_allclose(s, x + x, rtol=1e-6)
+    np.testing.assert_allclose(p, x * x, rtol=1e-6)
+    assert [s.ctypes.data, p.ctypes.data] == [t.data_ptr() for t in spy.result]
