@@ -44,6 +44,11 @@ def test_onnx_graphs_through_tvm_compile_equal_onnx_runtime(graph):
     ex = tvm.compile(mod, tvm_ext.default_target(), relax_pipeline=pipeline)
     x = _rng_inputs(mod)
     assert tc.max_rel_err(_run(ex, x), onnx_reference(proto, x)) < 1e-4
+    from tvm import relax
+
+    report = tc.report_of(relax.VirtualMachine(ex, tvm.cpu()))  # carried by the built module
+    assert [p.index for p in report.ops] == list(range(len(report.ops))) and report.kernels
+    assert {p.target for p in report.ops} == {"llvm"}  # defaults; these graphs hold nothing sparse enough
 
 
 @pytest.mark.parametrize("name", ["mlp", "gru"])

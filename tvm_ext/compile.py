@@ -61,7 +61,7 @@ from tvm_ext.errors import ConfigError, InputError, ShapeError
 from tvm_ext.runtime_functions import RUNTIME_FUNCTIONS
 from tvm_ext.markdown import fmt, table
 
-__all__ = ["compile", "load", "CompiledModel", "CompileReport", "OpPlacement", "KernelReport", "llvm_only",
+__all__ = ["compile", "load", "report_of", "CompiledModel", "CompileReport", "OpPlacement", "KernelReport", "llvm_only",
            "max_rel_err", "report_from_parts"]
 
 _LLVM = "llvm"
@@ -596,6 +596,35 @@ def load(path: Any) -> CompiledModel:
     specs = [(n, tuple(s), d) for n, s, d in parts["inputs"]]
     report = report_from_parts(parts, target=str(parts.get("target", "llvm")))
     return _model(lib, specs, report, parts)
+
+
+def report_of(vm: Any) -> CompileReport:
+    """The :class:`CompileReport` a module built by the ``"tvm_ext"`` pipeline carries
+    (from its ``tvm_ext_report()`` function; ``vm`` a ``relax.VirtualMachine``).
+
+    >>> import tvm
+    >>> from tvm import relax
+    >>> bb = relax.BlockBuilder()
+    >>> x = relax.Var("x", relax.TensorType((2, 3), "float32"))
+    >>> with bb.function("main", [x]):
+    ...     with bb.dataflow():
+    ...         y = bb.emit_output(relax.op.nn.relu(x))
+    ...     _ = bb.emit_func_output(y)
+    >>> vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm", relax_pipeline="tvm_ext"), tvm.cpu())
+    >>> [(p.op, p.target) for p in report_of(vm).ops]
+    [('nn.relu', 'llvm')]
+    """
+    import json
+
+    from tvm_ext.pipeline import REPORT_FUNCTION
+
+    try:
+        raw = vm[REPORT_FUNCTION]()
+    except Exception as e:  # noqa: BLE001 - TVM's lookup error for a module built another way
+        raise InputError(f"report_of: the module was not built by the 'tvm_ext' pipeline "
+                         f"({type(e).__name__})") from None
+    parts = json.loads(np.from_dlpack(raw).tobytes())
+    return report_from_parts(parts, target=str(parts.get("target") or "llvm"))
 
 
 def _note_unsupported(ops: list[OpPlacement], accel: bool = False) -> None:
