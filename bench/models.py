@@ -207,12 +207,16 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
         _peer(row, "torch_compile_ms", lambda: torch_runner(case.torch_module, xs, compile=True, threads=args.threads),
               xs, timing)
     if args.ms_trials_per_task and not args.quick:
-        tuned = metaschedule_build(mod, model.specs, Path(args.ms_work) / case.name,
-                                   trials_per_task=args.ms_trials_per_task)
-        row["ms_ms"] = _ms(time_python(lambda: tuned.run(*xs), **timing).min)
-        row["ms_max_rel_err"] = tc.max_rel_err(tuned.run(*xs), ref)
-        row.update(ms_tuning_s=tuned.tuning_seconds, ms_tasks=tuned.tasks, ms_trials_per_task=tuned.trials_per_task,
-                   ms_cached=tuned.cached)
+        try:
+            tuned = metaschedule_build(mod, model.specs, Path(args.ms_work) / case.name,
+                                       trials_per_task=args.ms_trials_per_task)
+        except Exception as e:  # noqa: BLE001 - a failed baseline is a note in its row, not a lost run
+            row.setdefault("notes", []).append(f"ms_ms: MetaSchedule build failed: {type(e).__name__}: {e}")
+        else:
+            row["ms_ms"] = _ms(time_python(lambda: tuned.run(*xs), **timing).min)
+            row["ms_max_rel_err"] = tc.max_rel_err(tuned.run(*xs), ref)
+            row.update(ms_tuning_s=tuned.tuning_seconds, ms_tasks=tuned.tasks,
+                       ms_trials_per_task=tuned.trials_per_task, ms_cached=tuned.cached)
     if not args.no_llvm_only:
         base = tc.llvm_only(mod)
         row["llvm_only_ms"] = _ms(time_python(lambda: base(*xs), repeat=max(2, args.repeat // 2),
