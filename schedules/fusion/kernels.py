@@ -562,7 +562,10 @@ def _specialize(func, name: str, shape: tuple, dtype: str):
     for p in func.params:
         if p.name == name:
             dims = (p.shape[0],) + tuple(int(d) for d in shape[1:])
-            return func.specialize({p: tvm.tirx.decl_buffer(dims, dtype, name=name)})
+            # dense operands are declared element-aligned (executors.codegen), so is the binding
+            align = np.dtype(dtype).itemsize
+            return func.specialize({p: tvm.tirx.decl_buffer(dims, dtype, name=name,
+                                                             data_alignment=align)})
     raise ScheduleError(f"kernel has no parameter {name!r}")  # pragma: no cover - generator bug
 
 
