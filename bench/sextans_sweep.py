@@ -9,9 +9,16 @@ Three parts, all measured/modelled in this run:
    Sextans-P: GFLOP/s against problem size, peak, geomean, bandwidth
    utilisation and FLOP/J against the paper's numbers.  ``--plots DIR``
    draws Fig. 7(a, b) and Fig. 8(a, b) when matplotlib is installed.
-2. **Table 1** on nasa4704: baseline (1 PE, 1 PU, in-order CSR stream) →
-   out-of-order scheduling → 8 PUs → 64 PEs, incremental and accumulated
-   modelled speedups (the paper uses crystm03, which is not bundled).
+   The model includes the host's kernel launch and every stage's pipeline
+   fill / drain, so GFLOP/s rises with problem size and saturates:
+   :func:`size_curve` bins the SpMMs by FLOP (Fig. 7(a) and 8(a) as a table)
+   and :func:`saturation_flops` finds where the Fig. 8(a) peak curve reaches
+   95% of its top (paper: about 8e7 FLOP).
+2. **Table 1** on the crystm03-like matrix (crystm03's size and nnz, see
+   :func:`tvm_ext.workloads.crystm03_like`): baseline (1 PE, 1 PU, in-order
+   CSR stream) → out-of-order scheduling → 8 PUs → 64 PEs, incremental and
+   accumulated modelled speedups with the reason for each
+   (:func:`tvm_ext.spmm_engine.speedup_breakdown`).
 3. **Throughput**: host preprocessing and functional simulation, non-zeros/s.
 
 Run: ``python -m bench.sextans_sweep [--quick] [--plots DIR] [--n-table1 64]``.
@@ -25,12 +32,21 @@ from typing import Callable
 import numpy as np
 
 from bench.harness import BenchRun, bench_args, geomean, time_python
-from tvm_ext.spmm_engine import SEXTANS, SEXTANS_P, EngineConfig, model, preprocess, simulate
+from tvm_ext.spmm_engine import (
+    SEXTANS,
+    SEXTANS_P,
+    EngineConfig,
+    model,
+    preprocess,
+    simulate,
+    speedup_breakdown,
+)
 from tvm_ext.workloads import (
     SEXTANS_N_SWEEP,
     banded,
     block_fem,
     canonical_csr,
+    crystm03_like,
     lap2d,
     lap3d,
     load_matrix,
@@ -42,7 +58,8 @@ PAPER = {
     "sextans": {"peak": 181.1, "bw_geomean": 0.0385, "bw_max": 0.1492, "fpj_geomean": 6.63e8},
     "sextans-p": {"peak": 343.6, "bw_geomean": 0.0388, "bw_max": 0.1496, "fpj_geomean": 7.10e8},
 }
-PAPER_TABLE1 = {"incremental": [1.0, 9.97, 7.97, 45.3], "accumulated": [1.0, 9.97, 79.6, 3608.0]}
+#: Fig. 8(a): Sextans and Sextans-P reach their peak "at a smallest problem size around 8e7 FLOP".
+PAPER_SATURATION_FLOPS = 8e7
 PLATFORMS = (SEXTANS, SEXTANS_P)
 
 
@@ -86,24 +103,71 @@ def sweep(args) -> tuple[BenchRun, list[dict]]:
     run = BenchRun("sextans_sweep", out_dir=args.out)
     rows = []
     for name, make in matrix_suite(args.quick):
-        A = canonical_csr(make(), what=name)
-        t0 = time.perf_counter()
-        prog = preprocess(A)
-        pre_s = time.perf_counter() - t0
-        M, K = A.shape
-        for n in SEXTANS_N_SWEEP:
-            row = {"matrix": name, "rows": M, "cols": K, "nnz": A.nnz,
-                   "density": A.nnz / (M * K), "n": n, "preprocess_s": pre_s,
-                   "stream_length": prog.stream_length, "bubbles": prog.stats["bubbles"]}
-            for plat in PLATFORMS:
-                r = model(prog, n, plat)
-                key = plat.name.replace("-", "_")
-                row.update({"flops": r.flops, f"{key}_s": r.seconds, f"{key}_gflops": r.gflops,
-                            f"{key}_bw_util": r.bandwidth_utilization,
-                            f"{key}_flop_per_j": r.flop_per_joule})
+        for row in model_rows(name, make()):
             run.add(row)
             rows.append(row)
     return run, rows
+
+
+def model_rows(name: str, A, ns=SEXTANS_N_SWEEP) -> list[dict]:
+    """One row per N: problem size (FLOP), then time, GFLOP/s (with and without the
+    launch and fill / drain), bandwidth use and FLOP/J on each platform."""
+    A = canonical_csr(A, what=name)
+    t0 = time.perf_counter()
+    prog = preprocess(A)
+    pre_s = time.perf_counter() - t0
+    M, K = A.shape
+    rows = []
+    for n in ns:
+        row = {"matrix": name, "rows": M, "cols": K, "nnz": A.nnz,
+               "density": A.nnz / (M * K), "n": n, "preprocess_s": pre_s,
+               "stream_length": prog.stream_length, "bubbles": prog.stats["bubbles"]}
+        for plat in PLATFORMS:
+            r = model(prog, n, plat)
+            key = plat.name.replace("-", "_")
+            row.update({"flops": r.flops, f"{key}_s": r.seconds, f"{key}_gflops": r.gflops,
+                        f"{key}_steady_gflops": r.flops / r.steady_s / 1e9,
+                        f"{key}_kernel_gflops": r.kernel_gflops,
+                        f"{key}_bw_util": r.bandwidth_utilization,
+                        f"{key}_flop_per_j": r.flop_per_joule})
+        rows.append(row)
+    return rows
+
+
+def size_curve(rows: list[dict], key: str = "sextans", per_decade: int = 2) -> list[dict]:
+    """GFLOP/s against problem size: SpMMs binned by FLOP (``per_decade`` bins a decade).
+
+    Each bin: its FLOP range, count, geomean and max GFLOP/s (Fig. 7(a)), and
+    ``peak_below``: the largest GFLOP/s of any problem up to the bin's top
+    (Fig. 8(a)).
+    """
+    sizes = np.array([r["flops"] for r in rows])
+    g = np.array([r[f"{key}_gflops"] for r in rows])
+    lo_exp = math.floor(math.log10(sizes.min()) * per_decade)
+    hi_exp = math.ceil(math.log10(sizes.max()) * per_decade + 1e-9)
+    out, running = [], 0.0
+    for e in range(lo_exp, hi_exp):
+        lo, hi = 10 ** (e / per_decade), 10 ** ((e + 1) / per_decade)
+        sel = (sizes >= lo) & (sizes < hi)
+        if not sel.any():
+            continue
+        running = max(running, float(g[sel].max()))
+        out.append({"flop_lo": lo, "flop_hi": hi, "spmms": int(sel.sum()),
+                    "geomean_gflops": geomean(g[sel]), "max_gflops": float(g[sel].max()),
+                    "peak_below": running})
+    return out
+
+
+def saturation_flops(rows: list[dict], key: str = "sextans", frac: float = 0.95) -> float:
+    """Smallest problem size (FLOP) whose Fig. 8(a) running peak is ``frac`` of the overall peak."""
+    order = sorted(rows, key=lambda r: r["flops"])
+    top = max(r[f"{key}_gflops"] for r in order)
+    best = 0.0
+    for r in order:
+        best = max(best, r[f"{key}_gflops"])
+        if best >= frac * top:
+            return r["flops"]
+    return order[-1]["flops"]
 
 
 def summarize(rows: list[dict]) -> list[str]:
@@ -142,41 +206,43 @@ def summarize(rows: list[dict]) -> list[str]:
          "paper_bw_geomean", "bw_util_max", "paper_bw_max", "flop_per_j_geomean",
          "paper_fpj_geomean", "peak_at"],
         ratios={"peak/paper": ("model_peak", "paper_peak")}))
-    sizes = np.array([r["flops"] for r in rows])
-    gf = np.array([r["sextans_gflops"] for r in rows])
-    for lo, hi in ((0, 1e6), (1e6, 1e7), (1e7, 1e8), (1e8, 1e9), (1e9, 1e13)):
-        sel = (sizes >= lo) & (sizes < hi)
-        if sel.any():
-            out.append(f"problem size [{lo:.0e}, {hi:.0e}) FLOP: {sel.sum():4d} SpMMs, Sextans "
-                       f"geomean {geomean(gf[sel]):6.1f} GFLOP/s, max {gf[sel].max():6.1f}")
+    for plat in PLATFORMS:
+        key = plat.name.replace("-", "_")
+        out.append("")
+        out.append(f"GFLOP/s against problem size, {plat.name} (Fig. 7(a) / 8(a); launch "
+                   f"{plat.launch_us:g} us, HBM latency {plat.hbm_latency_cycles} cycles, PE depth "
+                   f"{plat.pe_latency_cycles} cycles):")
+        curve = BenchRun(f"sextans_size_curve_{key}", out_dir=None)
+        engine = size_curve(rows, f"{key}_kernel")
+        for b, e in zip(size_curve(rows, key), engine):
+            curve.add({"FLOP": f"[{b['flop_lo']:.1e}, {b['flop_hi']:.1e})", **b,
+                       "engine_geomean": e["geomean_gflops"], "engine_peak_below": e["peak_below"]})
+        out.append(curve.markdown(["FLOP", "spmms", "geomean_gflops", "max_gflops", "peak_below",
+                                   "engine_geomean", "engine_peak_below"]))
+        out.append(f"Fig. 8(a) peak curve reaches 95% of its top at {saturation_flops(rows, key):.2e} FLOP "
+                   f"with the host launch, at {saturation_flops(rows, f'{key}_kernel'):.2e} FLOP on the "
+                   f"engine alone (fill / drain, no launch); paper: around {PAPER_SATURATION_FLOPS:.0e}")
+        out.append(f"geomean GFLOP/s: {geomean(r[f'{key}_gflops'] for r in rows):.1f} with launch, "
+                   f"{geomean(r[f'{key}_kernel_gflops'] for r in rows):.1f} engine alone, "
+                   f"{geomean(r[f'{key}_steady_gflops'] for r in rows):.1f} steady state (Eqs. 6-10 only)")
     return out
 
 
 def table1(args) -> list[str]:
-    """Table 1-style speedup breakdown on nasa4704 (modelled on the Sextans platform)."""
-    A = load_matrix("nasa4704")
+    """Table 1 on the crystm03-like matrix (modelled on the Sextans platform)."""
+    A = crystm03_like()
     n = args.n_table1
-    steps = [("baseline (1 PE, 1 PU, in-order CSR)",
-              dict(pes=1, n0=1, policy="in-order", nz_order="row")),
-             ("+ OoO scheduling", dict(pes=1, n0=1)),
-             ("+ 8 PUs", dict(pes=1, n0=8)),
-             ("+ 64 PEs", dict(pes=64, n0=8))]
     run = BenchRun("sextans_table1", out_dir=args.out)
-    prev = first = None
-    for i, (label, kw) in enumerate(steps):
-        prog = preprocess(A, **kw)
-        r = model(prog, n, SEXTANS)
-        prev, first = prev or r.seconds, first or r.seconds
-        run.add({"step": label, "cycles": r.cycles, "seconds": r.seconds, "time_us": r.seconds * 1e6,
-                 "gflops": r.gflops,
-                 "incremental": prev / r.seconds, "accumulated": first / r.seconds,
-                 "paper_incremental": PAPER_TABLE1["incremental"][i],
-                 "paper_accumulated": PAPER_TABLE1["accumulated"][i]})
-        prev = r.seconds
-    return [f"Table 1 style breakdown, nasa4704 ({A.shape[0]}x{A.shape[1]}, nnz {A.nnz:,}), N={n}, "
-            "Sextans platform (paper column: crystm03)",
-            run.markdown(["step", "cycles", "time_us", "gflops", "incremental", "paper_incremental",
-                          "accumulated", "paper_accumulated"])]
+    steps = speedup_breakdown(A, n, SEXTANS)
+    for s in steps:
+        d = s.to_dict()
+        d["time_us"] = s.report.seconds * 1e6
+        run.add(d)
+    return [f"Table 1 breakdown, crystm03-like ({A.shape[0]:,}x{A.shape[1]:,}, nnz {A.nnz:,}: "
+            f"crystm03's size and nnz), N={n}, Sextans platform",
+            run.markdown(["step", "stream_length", "cycles", "time_us", "gflops", "incremental",
+                          "paper_incremental", "accumulated", "paper_accumulated"]),
+            *(f"- {s.label}: {s.why}" for s in steps)]
 
 
 def throughput(args) -> list[str]:

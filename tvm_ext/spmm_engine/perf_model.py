@@ -95,9 +95,20 @@ class PerfReport:
     traffic: dict[str, int]
     stages: dict[str, StageTime]
 
+    @property
+    def kernel_s(self) -> float:
+        """Time on the engine alone (steady state plus fill / drain, no host launch)."""
+        return self.seconds - self.launch_s
+
+    @property
+    def kernel_gflops(self) -> float:
+        """GFLOP/s over :attr:`kernel_s`."""
+        return self.flops / self.kernel_s / 1e9
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able dict (stages expanded)."""
         d = asdict(self)
+        d["kernel_s"], d["kernel_gflops"] = self.kernel_s, self.kernel_gflops
         d["stages"] = {k: asdict(v) for k, v in self.stages.items()}
         return d
 
