@@ -144,7 +144,7 @@ def pcg_rows(run: BenchRun, name: str, A: sp.csr_array, tol: float, maxiter: int
             PCG(A, preconditioner=pc, sync=sync)  # compile/load kernels, first-touch
             t0 = time.perf_counter()
             solver = PCG(A, preconditioner=pc, sync=sync)
-            res = solver.solve(b, tol=tol, maxiter=maxiter)
+            res = solver.solve(b, rtol=tol, maxiter=maxiter)
             total = time.perf_counter() - t0
             key = f"{pc}_{sync}"
             row[f"{key}_total_s"] = total

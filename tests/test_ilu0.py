@@ -71,12 +71,12 @@ def test_ilu0_pcg_matches_spsolve(sync):
     A = make_spd(load_matrix("nasa4704"))
     n = A.shape[0]
     b = np.random.default_rng(1).standard_normal(n)
-    res = pcg(A, b, tol=1e-10, preconditioner="ilu0", sync=sync)
+    res = pcg(A, b, rtol=1e-10, M="ilu0", sync=sync, return_result=True)
     assert res.converged and res.info == 0 and res.preconditioner == "ilu0"
     assert np.linalg.norm(b - A @ res.x) <= 1e-9 * np.linalg.norm(b)
     np.testing.assert_allclose(res.x, spla.spsolve(sp.csc_array(A), b), rtol=1e-6, atol=1e-9)
-    sgs = pcg(A, b, tol=1e-10)
-    plain = pcg(A, b, tol=1e-10, preconditioner="none")
+    sgs = pcg(A, b, rtol=1e-10, return_result=True)
+    plain = pcg(A, b, rtol=1e-10, M="none", return_result=True)
     assert res.iterations < plain.iterations and sgs.iterations < plain.iterations
 
 
@@ -89,7 +89,7 @@ def test_ilu0_pcg_iterations_match_scipy_cg_with_our_factors():
         U, spla.spsolve_triangular(L, r, lower=True), lower=False))
     count = [0]
     spla.cg(A, b, rtol=1e-8, atol=0.0, M=M, callback=lambda _: count.__setitem__(0, count[0] + 1))
-    res = PCG(A, preconditioner="ilu0").solve(b, tol=1e-8)
+    res = PCG(A, preconditioner="ilu0").solve(b, rtol=1e-8)
     assert res.converged and abs(res.iterations - count[0]) <= 1
     assert set(res.inspector_breakdown) >= {"levels", "pivots", "factor"}
 
@@ -119,12 +119,12 @@ def test_missing_diagonal_is_refused():
 def test_non_spd_matrix_gives_a_json_clean_report():
     A = lap2d(6).toarray()
     A[3, 4] = 0.7          # not symmetric
-    res = pcg(sp.csr_array(A), np.ones(36), preconditioner="ilu0")
+    res = pcg(sp.csr_array(A), np.ones(36), M="ilu0", return_result=True)
     assert not res.converged and res.info > 0 and "not symmetric" in res.reason
     text = json.dumps(res.summary(), allow_nan=False)   # raises on NaN/Infinity
     assert json.loads(text)["converged"] is False
     indefinite = sp.csr_array(np.array([[1.0, 2.0], [2.0, 1.0]]))
     for pc in ("ilu0", "sgs", "none"):
-        r = pcg(indefinite, np.array([1.0, 0.0]), preconditioner=pc)
+        r = pcg(indefinite, np.array([1.0, 0.0]), M=pc, return_result=True)
         assert not r.converged and r.info > 0
         json.dumps(r.summary(), allow_nan=False)

@@ -42,18 +42,20 @@ zero pivot raises :class:`tvm_ext.errors.InputError` naming the row.
 >>> import numpy as np
 >>> from tvm_ext.workloads import lap2d
 >>> A = lap2d(16)
->>> res = pcg(A, np.ones(256), tol=1e-10)
+>>> x, info = pcg(A, np.ones(256), rtol=1e-10)          # scipy.sparse.linalg.cg's contract
+>>> info, bool(np.linalg.norm(A @ x - 1) <= 1e-9 * 16)
+(0, True)
+>>> res = pcg(A, np.ones(256), rtol=1e-10, return_result=True)  # the full PCGResult
 >>> res.converged, res.reason
 (True, 'converged')
->>> bool(np.linalg.norm(A @ res.x - 1) <= 1e-9 * 16)
-True
->>> pcg(A, np.ones(256), preconditioner="none").iterations > res.iterations
+>>> pcg(A, np.ones(256), M=None, return_result=True).iterations > res.iterations
 True
 """
 from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +68,7 @@ from schedules.sparse.triangular import (
 from tvm_ext.errors import ConvergenceError, InputError
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["PCG", "PCGResult", "pcg", "spd_precheck", "PRECONDITIONERS"]
+__all__ = ["PCG", "PCGResult", "pcg", "spd_precheck", "PRECONDITIONERS", "resolve_tolerance"]
 
 PRECONDITIONERS = ("sgs", "ilu0", "jacobi", "none")
 
@@ -153,9 +155,16 @@ def spd_precheck(A: sp.csr_array) -> str | None:
 class PCG:
     """Preconditioned CG on one SPD matrix; inspect once, solve many right-hand sides.
 
+    ``A``: a sparse or dense matrix, or a :class:`scipy.sparse.linalg.LinearOperator`
+    (anything with ``aslinearoperator``, e.g. an :class:`~schedules.sparse.executors.Executor`,
+    is taken as its operator).  An operator has no entries to inspect: its
+    product runs through its ``matvec`` (host numpy) and it takes no
+    ``"sgs"``/``"ilu0"``/``"jacobi"`` preconditioner.
     ``preconditioner``: ``"sgs"`` (symmetric Gauss-Seidel on the level-set
     executor, or the serial TVM executor with ``parallel=False``), ``"ilu0"``
-    (ILU(0) on the same schedule), ``"jacobi"`` or ``"none"``; ``sync``:
+    (ILU(0) on the same schedule), ``"jacobi"``, ``"none"``, or an operator
+    applying ``M^-1`` (a ``LinearOperator``, a matrix, or an object with
+    ``aslinearoperator``), as scipy's ``M``; ``sync``:
     ``"barrier"`` (level by level) or ``"p2p"`` (point-to-point,
     :mod:`schedules.sparse.p2p`) wavefront executors.
 
@@ -164,10 +173,10 @@ class PCG:
     >>> solver = PCG(lap3d(6))
     >>> solver.levels                      # 3n - 2 level sets
     16
-    >>> r = solver.solve(np.ones(216))
-    >>> r.converged and r.true_residual < 1e-8
+    >>> r = solver.solve(np.ones(216), rtol=1e-8)
+    >>> r.converged and r.true_residual < 1e-7
     True
-    >>> PCG(lap3d(6), preconditioner="ilu0").solve(np.ones(216)).iterations < r.iterations + 3
+    >>> PCG(lap3d(6), preconditioner="ilu0").solve(np.ones(216), rtol=1e-8).iterations < r.iterations + 3
     True
     """
 
@@ -177,15 +186,25 @@ class PCG:
         from schedules.sparse.triangular import _check_sync
 
         self.sync = _check_sync(sync)
-        if preconditioner not in PRECONDITIONERS:
-            raise InputError(f"pcg: preconditioner must be one of {PRECONDITIONERS}, "
-                             f"got {preconditioner!r}")
+        self.operator = _as_operator(A, "pcg matrix A", matrices=False)
+        self.m_operator = None
+        if isinstance(preconditioner, str):
+            if preconditioner not in PRECONDITIONERS:
+                raise InputError(f"pcg: preconditioner must be one of {PRECONDITIONERS} or an "
+                                 f"operator, got {preconditioner!r}")
+        else:
+            self.m_operator = _as_operator(preconditioner, "pcg preconditioner M", matrices=True)
+            preconditioner = "operator"
         if dtype is not None:
             _check_dtype(dtype, "pcg matrix")
+        if self.operator is not None:
+            self._init_operator(preconditioner, dtype, target)
+            return
         A = canonical_csr(A, square=True, dtype=dtype, what="pcg matrix")
         self.dtype = _check_dtype(A.dtype, "pcg matrix")
         self.n = A.shape[0]
         self.preconditioner = preconditioner
+        self._check_m_shape()
         self.problem = spd_precheck(A) if self.n else None
         self.gs: GaussSeidel | None = None
         self.ilu = None
@@ -207,6 +226,31 @@ class PCG:
         self.inspector_seconds = time.perf_counter() - t0
         if active:
             self._build_kernels(target)
+
+    def _init_operator(self, preconditioner: str, dtype: Any, target: Any) -> None:
+        """Set-up for a ``LinearOperator`` ``A``: no inspector, the product is its ``matvec``."""
+        op = self.operator
+        if preconditioner in ("sgs", "ilu0", "jacobi"):
+            raise InputError(f"pcg: preconditioner {preconditioner!r} needs A's entries, and A is a "
+                             "LinearOperator; pass M=None or an operator for M")
+        if len(op.shape) != 2 or op.shape[0] != op.shape[1]:
+            raise InputError(f"pcg: A must be square, got a LinearOperator of shape {op.shape}")
+        self.dtype = _check_dtype(dtype if dtype is not None else op.dtype, "pcg operator A")
+        self.n = int(op.shape[0])
+        self.preconditioner = preconditioner
+        self._check_m_shape()
+        self.problem = None
+        self.gs = self.ilu = None
+        self.inspector_breakdown = {}
+        self.perm, self.matrix, self._inv_diag = None, None, None
+        self.inspector_seconds = 0.0
+        if self.n:
+            self._build_kernels(target)
+
+    def _check_m_shape(self) -> None:
+        if self.m_operator is not None and tuple(self.m_operator.shape) != (self.n, self.n):
+            raise InputError(f"pcg: M has shape {tuple(self.m_operator.shape)}, A is "
+                             f"{self.n} x {self.n}")
 
     def _setup(self, A: sp.csr_array, parallel: bool, min_parallel_rows: int | None,
                target: Any) -> None:
@@ -241,7 +285,10 @@ class PCG:
         from schedules.sparse.formats import CSR
         from schedules.sparse.vector_kernels import VectorKernels
 
-        self.spmv = build_executor(CSR.from_scipy(self.matrix), kind="spmv", target=target)
+        if self.operator is not None:
+            self.spmv = _OperatorProduct(self.operator, self.dtype)
+        else:
+            self.spmv = build_executor(CSR.from_scipy(self.matrix), kind="spmv", target=target)
         self.vec = VectorKernels(self.dtype, target)
         cpu = tvm.cpu(0)
         self._t = {k: tvm.runtime.empty((self.n,), self.dtype, cpu)
@@ -259,17 +306,29 @@ class PCG:
         return None
 
     # ------------------------------------------------------------------ solve
-    def solve(self, b: Any, *, x0: Any = None, tol: float = 1e-8, maxiter: int | None = None,
-              raise_on_failure: bool = False) -> PCGResult:
-        """Solve ``A x = b`` to ``||b - A x|| <= tol * ||b||``."""
+    def solve(self, b: Any, *, x0: Any = None, rtol: float = 1e-5, atol: float = 0.0,
+              maxiter: int | None = None, callback: Any = None, raise_on_failure: bool = False,
+              tol: float | None = None) -> PCGResult:
+        """Solve ``A x = b`` to ``||b - A x|| <= max(rtol * ||b||, atol)`` (scipy's ``cg`` test).
+
+        ``callback(xk)`` is called after every iteration with a copy of the
+        current iterate (original row order), as in scipy.  ``tol`` is the
+        deprecated name of ``rtol``.
+        """
         b = check_vector(b, self.n, self.dtype, "b")
         x0 = np.zeros(self.n, self.dtype) if x0 is None else check_vector(x0, self.n, self.dtype, "x0")
-        if isinstance(tol, bool) or not (isinstance(tol, (int, float)) and tol > 0):
-            raise InputError(f"pcg: tol must be a positive number, got {tol!r}")
+        rtol = _deprecated_tol(tol, rtol, "pcg")
+        if callback is not None and not callable(callback):
+            raise InputError(f"pcg: callback must be callable, got {type(callback).__name__}")
         maxiter = 10 * self.n if maxiter is None else int(maxiter)
         if maxiter < 0:
             raise InputError(f"pcg: maxiter must be >= 0, got {maxiter}")
-        result = self._iterate(b, x0, float(tol), maxiter)
+        tol = resolve_tolerance(rtol, atol, _norm(b), "pcg")
+        self._callback = callback
+        try:
+            result = self._iterate(b, x0, tol, maxiter)
+        finally:
+            self._callback = None
         if not result.converged and raise_on_failure:
             err = ConvergenceError(f"pcg ({self.preconditioner}): {result.reason}")
             err.result = result  # type: ignore[attr-defined]
@@ -315,6 +374,8 @@ class PCG:
 
     def original_matvec(self, x: np.ndarray) -> np.ndarray:
         """``A x`` in the original row order (scipy; for checks outside the solve)."""
+        if self.operator is not None:
+            return np.asarray(self.operator.matvec(x)).reshape(-1)
         if self.perm is None:
             return self.matrix @ x
         return _unpermute(self.matrix @ x[self.perm], self.perm)
@@ -348,6 +409,8 @@ class PCG:
             hist.append(rel)
             if not math.isfinite(rel):
                 return hist, k, f"numerical breakdown (residual {rr}) at iteration {k}"
+            if self._callback is not None:
+                self._callback(self._current_x())
             if rel <= tol:
                 return hist, k, "converged"
             apply()
@@ -356,6 +419,13 @@ class PCG:
             rz = rz_new
         return hist, maxiter, (f"no convergence in {maxiter} iterations: relative residual "
                                f"{rel:.3e} > tol {tol:.1e}")
+
+    _callback = None
+
+    def _current_x(self) -> np.ndarray:
+        """A copy of the iterate in the original row order (for ``callback``)."""
+        x = self._t["x"].numpy()
+        return x if self.perm is None else _unpermute(x, self.perm)
 
     def _preconditioner(self, r, z):
         """A closure ``apply()`` that writes ``M^-1 r`` into ``z`` (TVM tensors).
@@ -369,6 +439,15 @@ class PCG:
         if self.ilu is not None:
             ilu = self.ilu
             return lambda: ilu.apply(r, z)
+        if self.m_operator is not None:
+            m_op, dtype, n = self.m_operator, self.dtype, self.n
+
+            def apply_operator() -> None:
+                out = np.asarray(m_op.matvec(r.numpy()), dtype=dtype).reshape(-1)
+                if out.shape != (n,):
+                    raise InputError(f"pcg: M.matvec returned shape {out.shape}, expected ({n},)")
+                z.copyfrom(np.ascontiguousarray(out))
+            return apply_operator
         return lambda: None
 
 
@@ -398,22 +477,109 @@ def _rz_reason(rz: float, k: int) -> str:
             if math.isfinite(rz) else f"numerical breakdown (r'z = {rz}) at iteration {k}")
 
 
-def pcg(A: Any, b: Any, *, x0: Any = None, tol: float = 1e-8, maxiter: int | None = None,
-        preconditioner: str = "sgs", parallel: bool = True, min_parallel_rows: int | None = None,
-        raise_on_failure: bool = False, dtype: Any = None, target: Any = None,
-        sync: str = "barrier") -> PCGResult:
-    """Solve SPD ``A x = b`` with preconditioned CG (inspector + one solve).
+def resolve_tolerance(rtol: Any, atol: Any, bnorm: float, what: str) -> float:
+    """The relative tolerance ``max(rtol, atol / ||b||)`` that scipy's test ``||r|| <= max(rtol ||b||, atol)`` is.
 
-    ``maxiter`` defaults to ``10 * n`` (as scipy's ``cg``).  ``sync``:
-    ``"barrier"`` or ``"p2p"`` (point-to-point) wavefront executors for the
-    preconditioner.  See :class:`PCG` and :class:`PCGResult`.
+    >>> resolve_tolerance(1e-5, 1e-3, 10.0, "pcg")
+    0.0001
+    """
+    for name, v in (("rtol", rtol), ("atol", atol)):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < math.inf:
+            raise InputError(f"{what}: {name} must be a finite number >= 0, got {v!r}")
+    tol = max(float(rtol), float(atol) / bnorm if bnorm > 0 else 0.0)
+    if not tol > 0 and bnorm > 0:
+        raise InputError(f"{what}: rtol and atol are both 0: no residual can reach that")
+    return tol
+
+
+def _deprecated_tol(tol: Any, rtol: Any, what: str) -> Any:
+    """``rtol``, or the deprecated ``tol`` (with a ``DeprecationWarning``) when that is given."""
+    if tol is None:
+        return rtol
+    warnings.warn(f"{what}: tol= is deprecated, use rtol= (and atol=) as scipy.sparse.linalg.cg",
+                  DeprecationWarning, stacklevel=3)
+    return tol
+
+
+def _as_operator(A: Any, what: str, *, matrices: bool):
+    """``A`` as a scipy ``LinearOperator``; ``None`` for a matrix when ``matrices`` is False."""
+    from scipy.sparse.linalg import LinearOperator, aslinearoperator
+
+    if isinstance(A, LinearOperator):
+        return A
+    if hasattr(A, "aslinearoperator"):
+        return A.aslinearoperator()
+    if not matrices:
+        return None
+    if sp.issparse(A) or isinstance(A, np.ndarray):
+        return aslinearoperator(A)
+    raise InputError(f"{what}: expected a LinearOperator, a matrix or one of {PRECONDITIONERS}, "
+                     f"got {type(A).__name__}")
+
+
+class _OperatorProduct:
+    """The SpMV executor's call ``(x, c, alpha, beta, out)`` on a ``LinearOperator`` (host numpy)."""
+
+    def __init__(self, op: Any, dtype: str):
+        self.op, self.dtype = op, dtype
+
+    def __call__(self, x, c=None, *, alpha: float = 1.0, beta: float = 0.0, out) -> None:
+        y = np.asarray(self.op.matvec(x.numpy()), dtype=self.dtype).reshape(-1)
+        if y.shape != (out.shape[0],):
+            raise InputError(f"pcg: A.matvec returned shape {y.shape}, expected ({out.shape[0]},)")
+        if alpha != 1.0:
+            y = alpha * y
+        if c is not None and beta != 0.0:
+            y = y + beta * c.numpy()
+        out.copyfrom(np.ascontiguousarray(y, dtype=self.dtype))
+
+
+def pcg(A: Any, b: Any, x0: Any = None, *, rtol: float = 1e-5, atol: float = 0.0,
+        maxiter: int | None = None, M: Any = "auto", callback: Any = None,
+        return_result: bool = False, parallel: bool = True, min_parallel_rows: int | None = None,
+        raise_on_failure: bool = False, dtype: Any = None, target: Any = None,
+        sync: str = "barrier", tol: float | None = None, preconditioner: str | None = None):
+    """Solve SPD ``A x = b`` with preconditioned CG, with the contract of ``scipy.sparse.linalg.cg``.
+
+    * ``A``: a matrix (sparse or dense) or a ``LinearOperator``;
+    * stops at ``||b - A x|| <= max(rtol * ||b||, atol)``; ``maxiter``
+      defaults to ``10 * n``;
+    * ``M``: ``"sgs"``, ``"ilu0"``, ``"jacobi"`` (ours, on TVM kernels),
+      ``None`` or ``"none"`` (no preconditioner, as scipy's ``M=None``), an
+      operator applying ``M^-1`` (a ``LinearOperator``, a matrix, or an object
+      with ``aslinearoperator``), or ``"auto"``: ``"sgs"`` for a matrix,
+      none for a ``LinearOperator`` ``A``;
+    * ``callback(xk)`` after every iteration;
+    * returns ``(x, info)``: ``info`` is 0 when converged, else the number of
+      iterations done (> 0), as scipy.  ``return_result=True`` returns the
+      full :class:`PCGResult` instead (residual history, reason, timings);
+      ``raise_on_failure=True`` raises :class:`ConvergenceError` instead of a
+      non-zero ``info``.
+
+    ``sync``: ``"barrier"`` or ``"p2p"`` (point-to-point) wavefront executors
+    for the preconditioner.  ``tol`` and ``preconditioner`` are the deprecated
+    names of ``rtol`` and ``M``.  See :class:`PCG`.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> bad = sp.csr_array(np.array([[1.0, 2.0], [2.0, 1.0]]))   # symmetric, indefinite
-    >>> r = pcg(bad, np.array([1.0, 0.0]))
-    >>> r.converged, r.info > 0, r.reason.startswith("A is not positive definite")
-    (False, True, True)
+    >>> x, info = pcg(bad, np.array([1.0, 0.0]))
+    >>> info > 0
+    True
+    >>> r = pcg(bad, np.array([1.0, 0.0]), return_result=True)
+    >>> r.converged, r.reason.startswith("A is not positive definite")
+    (False, True)
     """
-    solver = PCG(A, preconditioner=preconditioner, parallel=parallel,
-                 min_parallel_rows=min_parallel_rows, dtype=dtype, target=target, sync=sync)
-    return solver.solve(b, x0=x0, tol=tol, maxiter=maxiter, raise_on_failure=raise_on_failure)
+    rtol = _deprecated_tol(tol, rtol, "pcg")
+    if preconditioner is not None:
+        warnings.warn("pcg: preconditioner= is deprecated, use M= as scipy.sparse.linalg.cg",
+                      DeprecationWarning, stacklevel=2)
+        M = preconditioner
+    if isinstance(M, str) and M == "auto":
+        M = "none" if _as_operator(A, "pcg matrix A", matrices=False) is not None else "sgs"
+    elif M is None:
+        M = "none"
+    solver = PCG(A, preconditioner=M, parallel=parallel, min_parallel_rows=min_parallel_rows,
+                 dtype=dtype, target=target, sync=sync)
+    result = solver.solve(b, x0=x0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback,
+                          raise_on_failure=raise_on_failure)
+    return result if return_result else (result.x, result.info)

@@ -1,0 +1,87 @@
+"""The solvers and operators follow scipy.sparse.linalg's conventions; every result is checked against scipy."""
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from schedules.sparse.solvers import pcg
+from tvm_ext.errors import InputError
+from tvm_ext.workloads import lap2d
+
+
+def rhs(n: int, seed: int = 0) -> np.ndarray:
+    return np.random.default_rng(seed).standard_normal(n)
+
+
+def test_pcg_returns_x_info_like_scipy_cg():
+    A, b = lap2d(12), rhs(144)
+    x, info = pcg(A, b, rtol=1e-10)
+    x_ref, info_ref = spla.cg(A, b, rtol=1e-10, atol=0.0)
+    assert info == info_ref == 0
+    np.testing.assert_allclose(x, x_ref, rtol=1e-7, atol=1e-9)
+    _, info = pcg(A, b, rtol=1e-12, maxiter=2, M=None)
+    assert info == 2                     # scipy: the iterations done when not converged
+    res = pcg(A, b, rtol=1e-10, return_result=True)
+    assert res.converged and res.info == 0 and res.residuals[-1] <= 1e-10
+
+
+def test_pcg_atol_is_scipys_absolute_floor():
+    A, b = lap2d(12), 100.0 * rhs(144)
+    res = pcg(A, b, rtol=0.0, atol=1e-6, M=None, return_result=True)
+    assert res.converged and np.linalg.norm(b - A @ res.x) <= 10 * 1e-6
+    # atol looser than rtol * ||b||: scipy's max() picks it, so fewer iterations
+    loose = pcg(A, b, rtol=1e-12, atol=1.0, M=None, return_result=True)
+    tight = pcg(A, b, rtol=1e-12, atol=0.0, M=None, return_result=True)
+    assert loose.iterations < tight.iterations
+    with pytest.raises(InputError, match="atol"):
+        pcg(A, b, atol=-1.0)
+
+
+def test_pcg_linear_operator_A_and_M_match_scipy():
+    A, b = lap2d(10), rhs(100, 1)
+    op = spla.aslinearoperator(A)
+    d = A.diagonal()
+    M = spla.LinearOperator(A.shape, matvec=lambda r: r / d, dtype=np.float64)
+    x, info = pcg(op, b, rtol=1e-10, M=M)
+    x_ref, info_ref = spla.cg(op, b, rtol=1e-10, atol=0.0, M=M)
+    assert info == info_ref == 0
+    np.testing.assert_allclose(x, x_ref, rtol=1e-7, atol=1e-9)
+    # an operator M on a matrix A, and our Jacobi, take the same iterations
+    ours = pcg(A, b, rtol=1e-10, M="jacobi", return_result=True)
+    theirs = pcg(A, b, rtol=1e-10, M=M, return_result=True)
+    assert theirs.preconditioner == "operator" and abs(ours.iterations - theirs.iterations) <= 1
+    with pytest.raises(InputError, match="LinearOperator"):
+        pcg(op, b, M="sgs")
+    with pytest.raises(InputError, match="shape"):
+        pcg(A, b, M=sp.eye_array(5))
+
+
+def test_pcg_callback_sees_every_iterate_as_scipy():
+    A, b = lap2d(10), rhs(100, 2)
+    ours, theirs = [], []
+    res = pcg(A, b, rtol=1e-8, M=None, callback=lambda xk: ours.append(xk.copy()), return_result=True)
+    spla.cg(A, b, rtol=1e-8, atol=0.0, callback=lambda xk: theirs.append(xk.copy()))
+    assert len(ours) == res.iterations and abs(len(ours) - len(theirs)) <= 1
+    for mine, ref in zip(ours[:5], theirs[:5]):
+        np.testing.assert_allclose(mine, ref, rtol=1e-8, atol=1e-10)
+    # with SGS the iterate comes back in the original order: the last one is x
+    seen = []
+    res = pcg(A, b, rtol=1e-8, M="sgs", callback=seen.append, return_result=True)
+    np.testing.assert_allclose(seen[-1], res.x)
+
+
+def test_pcg_old_keywords_still_work_with_a_deprecation_warning():
+    A, b = lap2d(8), rhs(64)
+    with pytest.warns(DeprecationWarning, match="rtol"):
+        x_old, _ = pcg(A, b, tol=1e-10)
+    with pytest.warns(DeprecationWarning, match="M="):
+        x_none, _ = pcg(A, b, rtol=1e-10, preconditioner="none")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        x_new, _ = pcg(A, b, rtol=1e-10)
+    np.testing.assert_allclose(x_old, x_new)
+    np.testing.assert_allclose(x_none, spla.spsolve(sp.csc_array(A), b), rtol=1e-7, atol=1e-9)
