@@ -45,6 +45,7 @@ from schedules.sparse.transforms import (
 )
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
+from tvm_ext.zero_copy import empty_aligned
 
 __all__ = [
     "to_csr", "to_coo", "to_bcsr", "to_ell", "to_dia", "to_csb", "to_hyb", "to_sell",
@@ -85,7 +86,32 @@ def _last_cols(csr: sp.csr_array) -> np.ndarray:
 def _index(a: np.ndarray, what: str) -> np.ndarray:
     if a.size and int(a.max()) > _INT32_MAX:
         raise InputError(f"{what} exceeds the int32 range of the executors' indices")
-    return a.astype(_INDEX)
+    return _aligned(a, _INDEX)
+
+
+def _is_aligned(a: np.ndarray) -> bool:
+    return a.flags.c_contiguous and a.ctypes.data % 64 == 0
+
+
+def _aligned(a: np.ndarray, dtype: Any = None) -> np.ndarray:
+    """``a`` (cast to ``dtype``) in a 64-byte aligned buffer: ``a`` itself when it already is one.
+
+    The executors read format arrays that start on 64 bytes in place (a DLPack
+    view); any other array is copied at build time.
+    """
+    dt = a.dtype if dtype is None else np.dtype(dtype)
+    if a.dtype == dt and _is_aligned(a):
+        return a
+    out = empty_aligned(a.shape, dt)
+    np.copyto(out, a, casting="unsafe")
+    return out
+
+
+def _zeros(shape: Any, dtype: Any) -> np.ndarray:
+    """A zero-filled 64-byte aligned array."""
+    out = empty_aligned(shape, dtype)
+    out.fill(0)
+    return out
 
 
 # ----------------------------------------------------------------------------- recipes
@@ -222,15 +248,17 @@ def to_csr(A: Any, *, dtype: Any = None) -> CSR:
     """CSR through make-dense + compact-and-pad (Listing 5.3); equals scipy's CSR.
 
     On a canonical CSR the recipe is the identity: ``offset_index = indptr``,
-    ``explicit_index[k] = indices``, ``A_prime = data`` (copied, so the format
-    owns its arrays).
+    ``explicit_index[k] = indices``, ``A_prime = data``.  The format shares
+    the arrays of a canonical CSR input whose buffers start on 64 bytes (as
+    ``scipy.sparse.csr_array(A)`` shares them); others are copied once into
+    aligned buffers, which the executors then read in place.
 
     >>> import scipy.sparse as sp
     >>> to_csr(sp.csr_array([[0.0, 2.0]])).indices.tolist()
     [1]
     """
     csr = canonical_csr(A, dtype=dtype)
-    return CSR(tuple(csr.shape), csr.indptr.astype(_INDEX), csr.indices.astype(_INDEX), csr.data.copy())
+    return CSR(tuple(csr.shape), _aligned(csr.indptr, _INDEX), _aligned(csr.indices, _INDEX), _aligned(csr.data))
 
 
 def to_coo(A: Any, *, dtype: Any = None) -> COO:
@@ -267,7 +295,7 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     key = ii.astype(np.int64) * n_bc + kk
     # one row per block row: CSR order already is (ii, kk) order; else merge R sorted rows
     _, gid, keys = _group(key, presorted=R == 1)
-    data = np.zeros((keys.size, R, C), dtype=csr.data.dtype)
+    data = _zeros((keys.size, R, C), csr.data.dtype)
     data.reshape(-1)[gid * (R * C) + in_block] = csr.data
     indptr = np.zeros(n_br + 1, dtype=np.int64)
     np.cumsum(np.bincount(keys // n_bc, minlength=n_br), out=indptr[1:])
@@ -282,8 +310,9 @@ def _ell_rows(csr: sp.csr_array, width: int, keep: np.ndarray | None = None) -> 
     """
     m = csr.shape[0]
     last = _last_cols(csr)
-    data = np.zeros((m, width), dtype=csr.data.dtype)
-    col = np.repeat(last[:, None], width, axis=1)
+    data = _zeros((m, width), csr.data.dtype)
+    col = empty_aligned((m, width), _INDEX)
+    col[...] = last[:, None]
     rows = _rows(csr)
     rank = _ranks(csr, rows)
     idx, vals, cols = rows * width + rank, csr.data, csr.indices
@@ -320,7 +349,7 @@ def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any 
                          "use to_hyb for an ELL+COO split")
     col, data = _ell_rows(csr, width)
     if layout == "col":
-        col, data = np.ascontiguousarray(col.T), np.ascontiguousarray(data.T)
+        col, data = _aligned(col.T), _aligned(data.T)
     return ELL(tuple(csr.shape), width, layout, col, data)
 
 
@@ -349,7 +378,7 @@ def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, 
         raise InputError(f"dia: {nd} diagonals x {m} rows = {slots} slots for {csr.nnz} non-zeros "
                          f"(fill {slots / max(csr.nnz, 1):.1f} > max_fill={max_fill})")
     rank = np.cumsum(occupied, dtype=np.int64) - 1
-    data = np.zeros((nd, m), dtype=csr.data.dtype)
+    data = _zeros((nd, m), csr.data.dtype)
     if csr.nnz:
         data.reshape(-1)[rank[d] * m + rows] = csr.data
     offsets = np.flatnonzero(occupied) - (m - 1)
@@ -458,7 +487,7 @@ def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None) -> HYB:
     rows = _rows(csr)
     in_ell = _ranks(csr, rows) < width
     col, data = _ell_rows(csr, width, in_ell)
-    ell = ELL(tuple(csr.shape), width, "col", np.ascontiguousarray(col.T), np.ascontiguousarray(data.T))
+    ell = ELL(tuple(csr.shape), width, "col", _aligned(col.T), _aligned(data.T))
     rest = ~in_ell
     coo = COO(tuple(csr.shape), _index(rows[rest], "hyb: row"), csr.indices[rest], csr.data[rest])
     return HYB(tuple(csr.shape), ell, coo)
@@ -500,8 +529,9 @@ def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) 
     # every slot starts as a pad: value 0, column = its row's last real column (0 for empty/scratch rows)
     slot_slice = np.repeat(np.arange(n_slices, dtype=np.int64), width * C)
     lane = (np.arange(total, dtype=np.int64) - ptr[slot_slice]) % C
-    col = np.append(_last_cols(csr), 0)[perm_full[slot_slice * C + lane]]
-    data = np.zeros(total, dtype=csr.data.dtype)
+    col = empty_aligned(total, _INDEX)
+    np.take(np.concatenate([_last_cols(csr), np.zeros(1, _INDEX)]), perm_full[slot_slice * C + lane], out=col)
+    data = _zeros(total, csr.data.dtype)
     new_of_old = np.empty(m, dtype=np.int64)
     new_of_old[perm] = np.arange(m, dtype=np.int64)
     rows = _rows(csr)
@@ -510,7 +540,7 @@ def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) 
     data[at] = csr.data
     col[at] = csr.indices
     return SELL(tuple(csr.shape), C, sigma, perm_full.astype(_INDEX), _index(ptr, "sell: padded size"),
-                width.astype(_INDEX), col.astype(_INDEX, copy=False), data)
+                width.astype(_INDEX), col, data)
 
 
 #: Inspector functions by format name.

@@ -106,7 +106,7 @@ class Executor:
         self.mod = get_or_build(self.signature, lambda: self.prim_func, self.target)
         dev = tvm.cpu(0)
         self._dev = dev
-        self._arrays = [tvm.runtime.tensor(np.ascontiguousarray(a), dev)
+        self._arrays = [_format_tensor(a, dev)
                         for a in kernels.arrays(fmt, params, kind, self.transpose, num_threads())]
         self._scalars = [int(s) for s in kernels.scalars(fmt, self.transpose)]
         m, k = fmt.shape
@@ -366,6 +366,20 @@ def _finite(v, what: str, exe: Executor) -> float:
     if not math.isfinite(f):
         raise InputError(f"{exe._what()}: {what} must be finite, got {f}")
     return f
+
+
+def _format_tensor(a, dev):
+    """A format array as the kernel's argument: a zero-copy DLPack view when it is
+    C-contiguous and 64-byte aligned (the alignment the kernels declare for format
+    buffers; the inspectors allocate so), else a copy.  A view shares the format's
+    memory: writing into a format's arrays after the build changes the product."""
+    import tvm
+    import tvm_ffi
+
+    if (isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.writeable and a.size
+            and a.ctypes.data % 64 == 0):
+        return tvm_ffi.from_dlpack(a)
+    return tvm.runtime.tensor(np.ascontiguousarray(a), dev)
 
 
 def build_executor(fmt, n_cols: int | None = None, *, kind: str = "spmm",
