@@ -165,6 +165,8 @@ HUGE = 2 ** 31 - 1
     (["spmm", "LFAT5", "--repeat", "0"], "--repeat"),
     (["cg", "LFAT5", "--repeat", "0"], "--repeat"),
     (["accel", "gemm", "8", "8", "8", "--config", "{tmp}"], ""),
+    (["map", "conv2d", "--size", "hw=100000", "--build"], "int32"),
+    (["map", "conv2d", "--size", "hw=2000", "--build"], "--allow-large"),
 ])
 def test_unbounded_or_degenerate_requests_are_refused(capsys, tmp_path, argv, needle):
     line = check_contract(capsys, [a.replace("{tmp}", str(tmp_path)) for a in argv] + ["--json"])

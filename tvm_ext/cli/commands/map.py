@@ -168,8 +168,35 @@ def run(args) -> Output:
         "tvm_auto_tensorize": auto,
     }
     if args.build:
+        check_build_size(args.kernel, func, obj.flops if isinstance(obj, Kernel) else 0)
         data["build"] = _build(obj, target.name, args.impl, mappings)
     return Output(data, _render(data, mappings, plan, args.limit))
+
+
+def check_build_size(name: str, func, flops: int) -> None:
+    """Refuse a ``--build`` whose buffers overflow int32 indices (``InputError``) or exceed the work limits.
+
+    The build allocates every argument, a reference result and the tensorized
+    result; ``flops`` (0 if unknown) is run twice (kernel and reference).
+    """
+    import math
+
+    from tvm import DataType
+
+    from tvm_ext.limits import check_int32, check_work
+
+    total = 0
+    for p in func.params:
+        shape = getattr(p, "shape", None)
+        if shape is None:
+            continue
+        try:
+            elems = math.prod(int(d) for d in shape)
+        except TypeError:
+            raise InputError(f"map --build {name}: argument {p.name} has a symbolic shape {list(shape)}") from None
+        check_int32(f"map --build {name}", **{str(p.name): elems})
+        total += elems * max(DataType(str(p.dtype)).bits // 8, 1)
+    check_work(f"map --build {name}", bytes=2 * total, flop=2 * flops)
 
 
 def _build(kernel, isa: str, impl: str, mappings) -> dict[str, Any]:
