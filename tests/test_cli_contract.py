@@ -338,3 +338,15 @@ def test_config_with_a_string_for_a_number_or_a_directory_is_exit_2(capsys, tmp_
     bad.write_text(json.dumps(mini))
     assert "clock_ghz" in check_contract(capsys, ["accel", "gemm", "8", "8", "8", "--config", str(bad), "--json"])
     check_contract(capsys, ["accel", "gru", "--hidden", "8", "--batch", "1", "--config", str(tmp_path), "--json"])
+
+
+def test_compile_model_file_and_shape_errors_are_one_line(capsys, tmp_path):
+    pytest.importorskip("torch")
+    bad_zip = tmp_path / "bad.pt2"
+    bad_zip.write_bytes(b"PK\x03\x04" + b"not really a zip archive" * 10)  # torch logs a traceback for this
+    assert "cannot load" in check_contract(capsys, ["compile", str(bad_zip), "--json"])
+    assert "--shape applies to ONNX" in check_contract(capsys, ["compile", "mlp", "--shape", "x=1,2", "--json"])
+    onnx_file = tmp_path / "m.onnx"
+    onnx_file.write_bytes(b"\x00")
+    for shape, needle in [("x=-1,2", "positive"), ("x=100000,100000", "int32"), ("x=a", "NAME=D1")]:
+        assert needle in check_contract(capsys, ["compile", str(onnx_file), "--shape", shape, "--json"])

@@ -106,6 +106,8 @@ def test_kernel_cache_can_be_disabled(tmp_path, monkeypatch):
     ({"kind": "llvm", "mcpu": 3}, "mcpu 3 is not a CPU"),
     ({"kind": "llvm", "num-cores": "x"}, "num-cores"),
     ({"kind": "llvm", "no-such-option": 1}, "no-such-option"),
+    ({"kind": "llvm", "num-cores": 0}, "num-cores must be a positive integer, got 0"),
+    ({"kind": "llvm", "num-cores": -4}, "num-cores must be a positive integer, got -4"),
 ])
 def test_a_bad_target_dict_is_a_config_error(config, needle):
     with pytest.raises(ConfigError, match=re.escape(needle)):

@@ -141,6 +141,9 @@ def _target_from_dict(config: dict) -> Any:
         if not isinstance(config["mcpu"], str) or not codegen.llvm_is_valid_cpu(config["mcpu"], triple):
             raise ConfigError(f"target: mcpu {config['mcpu']!r} is not a CPU that LLVM knows for {triple} "
                               "(e.g. 'x86-64-v3', 'skylake-avx512', 'znver4')")
+    cores = config.get("num-cores")
+    if cores is not None and (isinstance(cores, bool) or not isinstance(cores, int) or cores < 1):
+        raise ConfigError(f"target: num-cores must be a positive integer, got {cores!r}")
     try:
         return Target(config)
     except (ValueError, TypeError, AttributeError, RuntimeError) as e:  # TVM's target parser

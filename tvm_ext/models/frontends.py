@@ -20,6 +20,7 @@ plugin errors instead of protobuf or TVM tracebacks:
 """
 from __future__ import annotations
 
+import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -204,10 +205,16 @@ def from_exported_program_file(path: str | os.PathLike):
         if fh.read(4) != b"PK\x03\x04":
             raise InputError(f"exported program {str(p)!r}: not a torch.export archive (a .pt2 file is a zip "
                              "archive written by torch.export.save)")
+    log = logging.getLogger("torch.export")  # it logs a traceback before raising on a bad archive
+    level = log.level
+    log.setLevel(logging.CRITICAL + 1)
     try:
         exported = torch.export.load(str(p))
     except Exception as e:
-        raise InputError(f"exported program {str(p)!r}: cannot load ({type(e).__name__}: {e})") from None
+        msg = str(e).splitlines()[0] if str(e) else ""
+        raise InputError(f"exported program {str(p)!r}: cannot load ({type(e).__name__}: {msg})") from None
+    finally:
+        log.setLevel(level)
     return _from_exported(exported, f"exported program {str(p)!r}")
 
 

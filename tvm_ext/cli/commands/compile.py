@@ -14,6 +14,7 @@ unpickles it and can run code it contains: compile trusted files only.
 from __future__ import annotations
 
 import argparse
+import math
 from typing import Any
 
 from tvm_ext.cli.args import real, seed
@@ -21,6 +22,7 @@ from tvm_ext.cli.output import Output
 from tvm_ext.cli.selfcheck import require_close
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.json_config import parse_json
+from tvm_ext.limits import check_int32
 
 _TARGET_EXAMPLE = '\'{"kind": "llvm", "mcpu": "znver4"}\''
 
@@ -62,6 +64,9 @@ def _shapes(items: list[str]) -> dict[str, list[int]]:
             raise InputError(f"--shape {item!r}: expected NAME=D1,D2,...") from None
         if not name.strip() or not out[name.strip()]:
             raise InputError(f"--shape {item!r}: expected NAME=D1,D2,...")
+        if min(out[name.strip()]) < 1:
+            raise InputError(f"--shape {item!r}: dimensions must be positive integers")
+        check_int32(f"--shape {item!r}", **{name.strip(): math.prod(out[name.strip()])})
     return out
 
 
@@ -101,6 +106,9 @@ def load(args) -> tuple[Any, Any]:
     if args.model in MODEL_NAMES:
         from tvm_ext.models.frontends import require
 
+        if args.shape:
+            raise InputError(f"--shape applies to ONNX model files; the built-in model {args.model!r} "
+                             "has static shapes (pick one with --size)")
         require("torch")  # the built-in models and their references are PyTorch modules
         case = get_model(args.model, args.size)
         return case.relax_module(), case
