@@ -195,11 +195,14 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     bound: dict[str, float] = {}
     frac: dict[str, float] = {}
     exact = True
+    indptr = A.indptr.astype(np.int64)
     for r in sizes:
         n_br = -(-m // r)
-        nz_br = np.add.reduceat(lengths, np.arange(0, m, r)) if r > 1 else lengths  # nnz per block row
-        nz_vals = np.flatnonzero(np.bincount(nz_br))  # distinct block-row sizes and how often they occur
-        nz_counts = np.bincount(nz_br)[nz_vals]
+        starts = np.arange(0, m, r)
+        nz_br = indptr[np.minimum(starts + r, m)] - indptr[starts] if r > 1 else lengths  # nnz per block row
+        hist = np.bincount(nz_br)
+        nz_vals = np.flatnonzero(hist)  # distinct block-row sizes and how often they occur
+        nz_counts = hist[nz_vals]
         n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
         picked = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
         rows = (picked[:, None] * r + np.arange(r)[None, :]).ravel()
@@ -258,11 +261,15 @@ def matrix_stats(A: Any, *, max_block: int = 8, bins: int = 10, block_sizes: Seq
     lengths = row_lengths(A)
     sizes = tuple(block_sizes) if block_sizes is not None else tuple(range(1, max_block + 1))
     if A.nnz:
-        rows = np.repeat(np.arange(m, dtype=np.int64), lengths)
-        offsets = A.indices - rows  # int64: col - row
-        # occupied diagonals by counting (linear), not by sorting the offsets
-        n_diag = int(np.count_nonzero(np.bincount(offsets + (m - 1), minlength=m + n - 1)))
-        lo_off, hi_off = int(offsets.min()), int(offsets.max())
+        # diagonal col - row + (M-1) of every non-zero, in int32 (canonical_csr bounds M + N);
+        # occupied diagonals by counting (linear), not by sorting; the extreme offsets are the
+        # first and last occupied diagonals, so no min/max pass over the non-zeros
+        idx = np.int64 if m + n > np.iinfo(np.int32).max else np.int32
+        diag = np.repeat(np.arange(m - 1, -1, -1, dtype=idx), lengths)
+        diag += A.indices
+        occupied = np.flatnonzero(np.bincount(diag, minlength=m + n - 1))
+        n_diag = int(occupied.size)
+        lo_off, hi_off = int(occupied[0]) - (m - 1), int(occupied[-1]) - (m - 1)
     else:
         n_diag, lo_off, hi_off = 0, 0, 0
     max_len = int(lengths.max()) if m else 0
