@@ -830,6 +830,8 @@ def _fixed_tiles(binding: AxisBinding, spec: IntrinSpec, implementation: Impleme
     fixed = {}
     if implementation.honors_instruction_sizes:
         fixed = {a: n for a, n in binding.sizes.items() if a in spec.axes}
+        if any(a not in spec.axes or spec.extent[a] < n for a, n in binding.sizes.items() if n):
+            fixed = {}  # the kernel cannot fill the instruction (batch 1 on 8 rows): the implementation sizes the tile
     fixed.update(spec.role_tiles(tiles or {}))
     return fixed
 
@@ -1043,7 +1045,9 @@ def _pack(sch, block, spec: IntrinSpec, tile, pack: str, steps):
             continue
         last_ok = op.unit_stride and op.last_axis() == vec
         one_panel = spec.extent[vec] >= _kernel_extent(sch, block, op, vec)
-        if last_ok and pack == "auto" and one_panel:
+        row_tile = tile.get(spec.row_axis, 1) if spec.row_axis else 1
+        one_pass = _reuse(stmt, op.buffer) <= row_tile  # each panel read once: packing cannot pay
+        if last_ok and pack == "auto" and (one_panel or one_pass):
             continue
         if not op.bare[op.dims.index(op.dim_of(vec))]:  # d // NR must simplify after the split
             continue
@@ -1071,6 +1075,25 @@ def _pack(sch, block, spec: IntrinSpec, tile, pack: str, steps):
                      f"({', '.join(map(str, rest))}{', ' if rest else ''}{dv}//{nr}, "
                      f"{', '.join(str(d) if d != dv else f'{d}%{nr}' for d in kept)})")
     return block, spec, packed
+
+
+def _reuse(stmt, buffer: str) -> int:
+    """How often the block reads each element of ``buffer``: its spatial iterations over those
+    of the spatial iters that index the buffer (``M`` for ``B`` of ``C[i, j] += A[i, k] * B[k, j]``)."""
+    from tvm.tirx.analysis import undefined_vars
+
+    used: list = []
+    for r in stmt.reads:
+        if _region_buffer(r).name == buffer:
+            for rng in r.region:
+                used += list(undefined_vars(rng.min))
+    total = indexed = 1
+    for iv in stmt.iter_vars:
+        if int(iv.iter_type) == 0:
+            total *= int(iv.dom.extent)
+            if any(iv.var.same_as(v) for v in used):
+                indexed *= int(iv.dom.extent)
+    return total // indexed
 
 
 def _kernel_extent(sch, block, op: OperandSpec, axis: str) -> int:

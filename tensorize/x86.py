@@ -115,7 +115,10 @@ class MicroKernel(Implementation):
         """NR on the vector axis (2 or 1 vectors), MR on the row axis (as many rows as the
         accumulator registers allow), 1 on other spatial axes, the whole reduction.
 
-        Extents without a fitting divisor get the preferred size and are padded.
+        Extents without a fitting divisor get the preferred size and are padded.  With
+        fewer rows than the register tile has (a recurrent ``h @ U`` at batch 1-4), the
+        vector tile widens until there are enough independent accumulators to hide the FMA
+        latency (``rows x vectors >= FMA units x latency``, Low et al. 2016).
         """
         from tvm_ext.target import gemm_blocking
 
@@ -126,8 +129,13 @@ class MicroKernel(Implementation):
         vec, row = spec.vector_axis, spec.row_axis
         tile: dict[str, int] = {}
         if vec is not None:
-            prefs = list(dict.fromkeys([nr, lanes, 2 * lanes, 4 * lanes, 3 * lanes]))
-            tile[vec] = _pick(ext[vec], prefs, fixed.get(vec))
+            prefs = [nr, lanes, 2 * lanes, 4 * lanes, 3 * lanes]
+            rows = min(int(fixed.get(row) or ext[row]), ext[row]) if row is not None else 1
+            need = -(-facts.fma_per_cycle * facts.fma_latency // rows)  # vectors per row to hide latency
+            if need * lanes > nr:
+                wide = min(need, max(facts.accumulator_registers // rows, 1))
+                prefs = [wide * lanes, *range((wide - 1) * lanes, nr, -lanes), *prefs]
+            tile[vec] = _pick(ext[vec], list(dict.fromkeys(prefs)), fixed.get(vec))
         nvec = -(-tile.get(vec, 1) // lanes) if vec else 1
         for a in spec.spatial:
             if a not in (vec, row):
