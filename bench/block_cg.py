@@ -109,7 +109,7 @@ def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: 
     row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz, "N": N, "iters": iters}
     for fused in (True, False):
         solver = BlockCG(A, N, fused=fused)
-        t, res = _per_iteration(lambda: solver.solve(B, tol=1e-30, maxiter=iters), repeat)
+        t, res = _per_iteration(lambda: solver.solve(B, rtol=1e-30, maxiter=iters), repeat)
         key = "fused" if fused else "unfused"
         row[f"{key}_ms"] = t * 1e3
         row[f"{key}_kernels_ms"] = _kernel_seconds(solver, B) * 1e3

@@ -44,7 +44,7 @@ def scipy_columns(A, B, tol):
 def test_solutions_agree_with_scipy_cg_column_by_column(name, N):
     s = solver(name, N)
     B = np.random.default_rng(N).standard_normal((s.n, N))
-    res = s.solve(B, tol=TOL)
+    res = s.solve(B, rtol=TOL)
     assert res.converged, res.reason
     assert res.residual.shape == (N,) and (res.residual <= 10 * TOL).all()
     np.testing.assert_allclose(s.A @ res.x, B, atol=20 * TOL * np.abs(B).max() * np.sqrt(s.n))
@@ -59,7 +59,7 @@ def test_solutions_agree_with_scipy_cg_column_by_column(name, N):
 
 def test_unfused_solver_follows_the_same_iterates():
     B = np.random.default_rng(3).standard_normal((256, 3))
-    fused, unfused = solver("lap2d(16)", 3).solve(B, tol=TOL), solver("lap2d(16)", 3, False).solve(B, tol=TOL)
+    fused, unfused = solver("lap2d(16)", 3).solve(B, rtol=TOL), solver("lap2d(16)", 3, False).solve(B, rtol=TOL)
     assert solver("lap2d(16)", 3, False).steps == [(o,) for s in solver("lap2d(16)", 3).steps for o in s]
     assert fused.converged and unfused.converged
     assert abs(fused.iterations - unfused.iterations) <= 1
@@ -70,7 +70,7 @@ def test_unfused_solver_follows_the_same_iterates():
 def test_numpy_peer_runs_the_same_algorithm():
     A = MATRICES["lap2d(16)"]()
     B = np.random.default_rng(3).standard_normal((256, 3))
-    ours, peer = solver("lap2d(16)", 3).solve(B, tol=TOL), block_cg_numpy(A, B, tol=TOL)
+    ours, peer = solver("lap2d(16)", 3).solve(B, rtol=TOL), block_cg_numpy(A, B, tol=TOL)
     assert peer.converged and peer.solver == "numpy/scipy"
     assert abs(ours.iterations - peer.iterations) <= 1
     np.testing.assert_allclose(ours.x, peer.x, rtol=1e-7, atol=1e-9)
@@ -78,8 +78,8 @@ def test_numpy_peer_runs_the_same_algorithm():
 
 def test_block_cg_needs_fewer_iterations_than_single_columns():
     B = np.random.default_rng(0).standard_normal((4704, 8))
-    res = solver("nasa4704_spd", 8).solve(B, tol=1e-8)
-    single = solver("nasa4704_spd", 1).solve(B[:, 0], tol=1e-8)
+    res = solver("nasa4704_spd", 8).solve(B, rtol=1e-8)
+    single = solver("nasa4704_spd", 1).solve(B[:, 0], rtol=1e-8)
     assert res.converged and single.converged and res.iterations < single.iterations
     assert res.seconds_per_iteration > 0 and len(res.history) >= res.iterations
 
@@ -87,39 +87,39 @@ def test_block_cg_needs_fewer_iterations_than_single_columns():
 def test_vector_rhs_initial_guess_and_zero_column():
     s = solver("lap2d(16)", 1)
     b = np.ones(256)
-    r = s.solve(b, tol=TOL)
+    r = s.solve(b, rtol=TOL)
     assert r.x.shape == (256,) and r.converged
-    again = s.solve(b, r.x, tol=1e-6)  # the solution as initial guess: nothing to do
+    again = s.solve(b, r.x, rtol=1e-6)  # the solution as initial guess: nothing to do
     assert again.converged and again.iterations == 0
     s3 = solver("lap2d(16)", 3)
     B = np.random.default_rng(1).standard_normal((256, 3))
     B[:, 1] = 0.0
-    r3 = s3.solve(B, tol=TOL)
+    r3 = s3.solve(B, rtol=TOL)
     assert r3.converged and np.abs(r3.x[:, 1]).max() == 0.0
 
 
 def test_float32_and_bcsr_executors():
     A = lap2d(16)
     B = np.random.default_rng(5).standard_normal((256, 3))
-    r32 = block_cg(A, B, tol=1e-5, dtype="float32")
+    r32 = block_cg(A, B, rtol=1e-5, dtype="float32", return_result=True)
     assert r32.converged and r32.x.dtype == np.float64 and (r32.residual <= 1e-4).all()
     solver = BlockCG(A, 3, format="bcsr")
     assert solver.format_name.startswith("bcsr") and solver.kernels[0].kind == "spmm"
-    rb = solver.solve(B, tol=TOL)
+    rb = solver.solve(B, rtol=TOL)
     assert rb.converged and np.allclose(rb.x, solver_result_csr(B), rtol=1e-7, atol=1e-9)
 
 
 def solver_result_csr(B):
-    return solver("lap2d(16)", 3).solve(B, tol=TOL).x
+    return solver("lap2d(16)", 3).solve(B, rtol=TOL).x
 
 
 def test_more_right_hand_sides_than_rows_and_empty_systems():
     A = sp.csr_array(np.diag([1.0, 2.0, 4.0]))
-    res = block_cg(A, np.ones((3, 5)), tol=1e-12)  # N > M: the block is rank-deficient at once
+    res = block_cg(A, np.ones((3, 5)), rtol=1e-12, return_result=True)  # N > M: the block is rank-deficient at once
     assert res.converged and np.allclose(res.x, [[1.0], [0.5], [0.25]] * np.ones((1, 5)))
-    one = block_cg(sp.csr_array(np.array([[2.0]])), np.array([[1.0, 3.0]]))
+    one = block_cg(sp.csr_array(np.array([[2.0]])), np.array([[1.0, 3.0]]), return_result=True)
     assert one.converged and np.allclose(one.x, [[0.5, 1.5]])
-    empty = block_cg(sp.csr_array((0, 0)), np.zeros((0, 2)))
+    empty = block_cg(sp.csr_array((0, 0)), np.zeros((0, 2)), return_result=True)
     assert empty.converged and empty.x.shape == (0, 2)
 
 
@@ -127,7 +127,7 @@ def test_dependent_columns_are_deflated_not_fatal():
     s = solver("lap2d(16)", 3)
     b = np.random.default_rng(2).standard_normal(256)
     B = np.column_stack([b, 2.0 * b, -b])  # rank 1: PᵀAP is singular from the first iteration
-    res = s.solve(B, tol=TOL)
+    res = s.solve(B, rtol=TOL)
     assert res.converged, res.reason
     assert res.rank_deficient >= 1
     np.testing.assert_allclose(res.x[:, 1], 2.0 * res.x[:, 0], rtol=1e-8, atol=1e-10)
@@ -135,7 +135,7 @@ def test_dependent_columns_are_deflated_not_fatal():
 
 def test_exhausted_krylov_space_falls_back_to_single_columns():
     s = solver("LFAT5", 8)  # 14 x 14, condition 1.4e8: the block stalls
-    res = s.solve(np.random.default_rng(8).standard_normal((14, 8)), tol=TOL)
+    res = s.solve(np.random.default_rng(8).standard_normal((14, 8)), rtol=TOL)
     assert res.converged and res.restarts >= 1
     assert set(res.fallback_columns) <= set(range(8))
 
@@ -143,10 +143,10 @@ def test_exhausted_krylov_space_falls_back_to_single_columns():
 # --------------------------------------------------------------------------- breakdowns
 def test_indefinite_matrix_reports_not_positive_definite():
     A = sp.csr_array(np.array([[1.0, 2.0, 0.0], [2.0, 1.0, 0.0], [0.0, 0.0, 3.0]]))
-    res = block_cg(A, np.array([1.0, 0.0, 1.0]))
+    res = block_cg(A, np.array([1.0, 0.0, 1.0]), return_result=True)
     assert not res.converged and "not positive definite" in res.reason
     with pytest.raises(ConvergenceError, match="not positive definite") as info:
-        block_cg(A, np.array([1.0, 0.0, 1.0]), raise_on_failure=True)
+        block_cg(A, np.array([1.0, 0.0, 1.0]), raise_on_failure=True, return_result=True)
     assert info.value.result.converged is False
 
 
@@ -155,7 +155,7 @@ def test_asymmetric_and_zero_diagonal_matrices_are_reported_up_front():
     r = block_cg_numpy(asym, np.ones(2))
     assert not r.converged and "not symmetric" in r.reason and r.iterations == 0
     zero_diag = sp.csr_array(np.array([[0.0, 1.0], [1.0, 2.0]]))
-    assert "diagonal" in block_cg(zero_diag, np.ones((2, 2))).reason
+    assert "diagonal" in block_cg(zero_diag, np.ones((2, 2)), return_result=True).reason
 
 
 def test_singular_matrix_with_inconsistent_rhs_does_not_converge():
@@ -164,7 +164,7 @@ def test_singular_matrix_with_inconsistent_rhs_does_not_converge():
                        offsets=[-1, 0, 1], format="csr")
     b = np.zeros(n)
     b[0] = 1.0  # not orthogonal to the null space: no solution
-    res = block_cg(L, b, maxiter=200)
+    res = block_cg(L, b, maxiter=200, return_result=True)
     assert not res.converged
     assert "no convergence" in res.reason or "breakdown" in res.reason or "stalled" in res.reason
     with pytest.raises(ConvergenceError):
@@ -196,13 +196,13 @@ def test_bad_input_raises_clear_errors():
     with pytest.raises(InputError, match="NaN"):
         s.solve(nan)
     with pytest.raises(InputError, match="tol"):
-        s.solve(B, tol=-1.0)
+        s.solve(B, rtol=-1.0)
     with pytest.raises(InputError, match="maxiter"):
         s.solve(B, maxiter=2.5)
     with pytest.raises(ShapeError):
-        block_cg(lap2d(4), np.ones((16, 0)))
+        block_cg(lap2d(4), np.ones((16, 0)), return_result=True)
     with pytest.raises(ShapeError, match="square"):
-        block_cg(sp.csr_array(np.ones((3, 4))), np.ones(3))
+        block_cg(sp.csr_array(np.ones((3, 4))), np.ones(3), return_result=True)
     bad = lap2d(4).astype(float)
     bad.data[0] = np.inf
     with pytest.raises(InputError):
@@ -231,7 +231,7 @@ def test_random_spd_systems_converge(n, density, seed):
     A = make_spd(sp.random_array((n, n), density=density, rng=seed))
     B = np.random.default_rng(seed).standard_normal((n, 2))
     # the unfused schedule needs no fusion plan per size; its kernels (symbolic sizes) compile once
-    res = block_cg(A, B, tol=1e-9, fused=False)
+    res = block_cg(A, B, rtol=1e-9, fused=False, return_result=True)
     assert res.converged, res.reason
     assert (res.residual <= 1e-8).all()
 

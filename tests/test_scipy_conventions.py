@@ -85,3 +85,39 @@ def test_pcg_old_keywords_still_work_with_a_deprecation_warning():
         x_new, _ = pcg(A, b, rtol=1e-10)
     np.testing.assert_allclose(x_old, x_new)
     np.testing.assert_allclose(x_none, spla.spsolve(sp.csc_array(A), b), rtol=1e-7, atol=1e-9)
+
+
+def test_block_cg_returns_x_info_and_matches_scipy_per_column():
+    from schedules.fusion.block_cg import block_cg
+
+    A = lap2d(10)
+    B = np.random.default_rng(3).standard_normal((100, 3))
+    X, info = block_cg(A, B, rtol=1e-10)
+    assert info == 0
+    ref = np.column_stack([spla.cg(A, B[:, j], rtol=1e-10, atol=0.0)[0] for j in range(3)])
+    np.testing.assert_allclose(X, ref, rtol=1e-7, atol=1e-9)
+    _, info = block_cg(A, B, rtol=1e-14, maxiter=2, max_restarts=0)
+    assert info > 0
+    res = block_cg(A, B, rtol=0.0, atol=1e-6, return_result=True)
+    assert res.converged and res.info == 0
+    assert (np.linalg.norm(B - A @ res.x, axis=0) <= 10 * 1e-6).all()
+
+
+def test_block_cg_callback_rejects_operator_and_M_and_warns_on_tol():
+    from schedules.fusion.block_cg import block_cg
+    from tvm_ext.errors import ConfigError
+
+    A = lap2d(8)
+    B = np.random.default_rng(4).standard_normal((64, 2))
+    seen = []
+    res = block_cg(A, B, rtol=1e-8, callback=lambda Xk: seen.append(Xk.copy()), return_result=True)
+    assert len(seen) >= 1 and seen[0].shape == (64, 2)
+    # the iterates approach the solution the solver returns
+    assert np.linalg.norm(seen[-1] - res.x) < np.linalg.norm(seen[0] - res.x)
+    with pytest.raises(InputError, match="LinearOperator"):
+        block_cg(spla.aslinearoperator(A), B)
+    with pytest.raises(ConfigError, match="preconditioner"):
+        block_cg(A, B, M=spla.aslinearoperator(sp.eye_array(64)))
+    with pytest.warns(DeprecationWarning, match="rtol"):
+        X_old, _ = block_cg(A, B, tol=1e-10)
+    np.testing.assert_allclose(A @ X_old, B, atol=1e-8)

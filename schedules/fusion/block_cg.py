@@ -48,7 +48,10 @@ when it is within ``10 * tol``.
 >>> from tvm_ext.workloads import lap2d
 >>> A = lap2d(40)
 >>> B = np.random.default_rng(0).standard_normal((A.shape[0], 4))
->>> res = block_cg(A, B, tol=1e-10)
+>>> X, info = block_cg(A, B, rtol=1e-10)           # scipy.sparse.linalg.cg's contract, per column
+>>> info, bool(np.abs(A @ X - B).max() < 1e-8)
+(0, True)
+>>> res = block_cg(A, B, rtol=1e-10, return_result=True)   # the full BlockCGResult
 >>> res.converged, res.reason, bool(res.residual.max() < 1e-9)
 (True, 'converged', True)
 """
@@ -68,7 +71,7 @@ from schedules.fusion.builders import block_cg_dag
 from schedules.fusion.groups import FusionPlan, plan_fusion
 from schedules.fusion.kernels import (build_step_kernels, family, iteration_ops, row_form,
                                       schedule_steps, streamed_rank)
-from schedules.sparse.solvers import spd_precheck
+from schedules.sparse.solvers import _deprecated_tol, resolve_tolerance, spd_precheck
 from tvm_ext.errors import ConfigError, ConvergenceError, InputError, ScheduleError, ShapeError
 
 __all__ = ["BlockCG", "BlockCGResult", "block_cg", "block_cg_numpy", "spd_pinv_solve",
@@ -104,6 +107,11 @@ class BlockCGResult:
     fallback_columns: list = field(default_factory=list)
     solve_seconds: float = 0.0
     setup_seconds: float = 0.0
+
+    @property
+    def info(self) -> int:
+        """0 when every column converged, else the iterations done (>= 1), as scipy's ``cg``."""
+        return 0 if self.converged else max(int(self.iterations), 1)
 
     @property
     def seconds_per_iteration(self) -> float:
@@ -200,8 +208,9 @@ def _aligned(shape: tuple, dtype: str) -> np.ndarray:
 class _Iteration:
     """Convergence tests, counters and failure reasons shared by every backend."""
 
-    def __init__(self, tol: float, n_cols: int):
+    def __init__(self, tol: float, n_cols: int, callback: Any = None):
         self.tol = tol
+        self.callback = callback  # called with the (unit-scaled) X after every block iteration
         self.history: list[np.ndarray] = []
         self.rank_deficient = 0
         self.restarts = 0
@@ -341,6 +350,8 @@ def _alg1(b: _Backend, it: _Iteration, maxiter: int, max_restarts: int) -> tuple
             it.restarts += 1
         else:
             b.roll()
+        if it.callback is not None:
+            it.callback(b.x())
 
 
 def _column_scales(B: np.ndarray) -> np.ndarray:
@@ -555,14 +566,27 @@ class BlockCG:
                                    target=self.target, max_restarts=self.max_restarts)
         return self._column
 
-    def solve(self, B: Any, X0: Any = None, *, tol: float = 1e-8, maxiter: int | None = None,
-              raise_on_failure: bool = False) -> BlockCGResult:
-        """Solve ``A X = B`` to ``||b_j - A x_j|| <= tol * ||b_j||`` for every column."""
-        A, B, X0, tol, maxiter, vector = _check_inputs(self.A, B, X0, tol, maxiter, self.dtype)
+    def solve(self, B: Any, X0: Any = None, *, rtol: float = 1e-5, atol: float = 0.0,
+              maxiter: int | None = None, callback: Any = None, raise_on_failure: bool = False,
+              tol: float | None = None) -> BlockCGResult:
+        """Solve ``A X = B`` to ``||b_j - A x_j|| <= max(rtol * ||b_j||, atol)`` for every column.
+
+        ``atol`` is applied through the largest column norm (each column meets
+        scipy's test, some with margin); ``callback(Xk)`` is called after every
+        block iteration with a copy of the current ``X`` (``M x N``); ``tol``
+        is the deprecated name of ``rtol``.
+        """
+        rtol = _deprecated_tol(tol, rtol, "block_cg")
+        A, B, X0, rtol, maxiter, vector = _check_inputs(self.A, B, X0, rtol, maxiter, self.dtype)
         if B.shape[1] != self.n_rhs:
             raise ShapeError(f"block_cg: B has {B.shape[1]} columns, the solver was built for {self.n_rhs}")
-        it = _Iteration(tol, self.n_rhs)
+        if callback is not None and not callable(callback):
+            raise InputError(f"block_cg: callback must be callable, got {type(callback).__name__}")
         scales = _column_scales(B)
+        bmax = float(np.sqrt(np.einsum("ij,ij->j", B, B)).max()) if B.size else 0.0
+        tol = resolve_tolerance(rtol, atol, bmax, "block_cg")
+        on_iter = None if callback is None else (lambda Xs: callback(Xs.astype(np.float64) * scales[None, :]))
+        it = _Iteration(tol, self.n_rhs, on_iter)
         if self.problem is not None or self.n == 0:
             return _finish(X0 / scales, scales, A, B, it, 0, self.problem or "converged", self.fused,
                            self.name, 0.0, 0.0, vector, raise_on_failure, [])
@@ -576,29 +600,55 @@ class BlockCG:
                        setup, vector, raise_on_failure, fallback)
 
 
-def block_cg(A: Any, B: Any, X0: Any = None, tol: float = 1e-8, maxiter: int | None = None,
-             fused: bool = True, *, dtype: Any = "float64", format: str = "csr", max_restarts: int = 3,
-             raise_on_failure: bool = False, target: Any = None) -> BlockCGResult:
+def block_cg(A: Any, B: Any, X0: Any = None, *, rtol: float = 1e-5, atol: float = 0.0,
+             maxiter: int | None = None, M: Any = None, callback: Any = None, fused: bool = True,
+             return_result: bool = False, dtype: Any = "float64", format: str = "csr",
+             max_restarts: int = 3, raise_on_failure: bool = False, target: Any = None,
+             tol: float | None = None):
     """Solve SPD ``A X = B`` (``B``: ``M x N`` or a vector) with Block CG (GOGETA Alg. 1).
 
-    ``fused`` picks the GOGETA fusion groups or one kernel per op;
-    ``maxiter`` bounds the block iterations (and each fallback column's);
-    it defaults to ``10 * M`` as scipy's ``cg``.
-    Every column stops at ``||b_j - A x_j|| <= tol * ||b_j||``.  See
-    :class:`BlockCGResult` and the module docstring for breakdowns.
+    The contract of ``scipy.sparse.linalg.cg``, column by column:
+
+    * every column stops at ``||b_j - A x_j|| <= max(rtol * ||b_j||, atol)``;
+      ``maxiter`` bounds the block iterations (and each fallback column's) and
+      defaults to ``10 * M``;
+    * returns ``(X, info)``: ``info`` is 0 when every column converged, else
+      the iterations done (> 0); ``return_result=True`` returns the full
+      :class:`BlockCGResult` instead;
+    * ``callback(Xk)`` after every block iteration;
+    * ``A`` must be a sparse (or dense) matrix, not a ``LinearOperator``: the
+      fused kernels read its entries.  ``M`` must be ``None``: GOGETA's
+      iteration has no preconditioner (use :func:`schedules.sparse.pcg` for one).
+
+    ``fused`` picks the GOGETA fusion groups or one kernel per op.  ``tol`` is
+    the deprecated name of ``rtol``.  See :class:`BlockCGResult` and the
+    module docstring for breakdowns.
 
     >>> import scipy.sparse as sp
     >>> bad = sp.csr_array(np.array([[1.0, 2.0], [2.0, 1.0]]))    # symmetric, indefinite
-    >>> r = block_cg(bad, np.array([1.0, 0.0]))
+    >>> r = block_cg(bad, np.array([1.0, 0.0]), return_result=True)
     >>> r.converged, r.reason.startswith("A is not positive definite")
     (False, True)
     """
+    from scipy.sparse.linalg import LinearOperator
+
+    rtol = _deprecated_tol(tol, rtol, "block_cg")
+    if M is not None:
+        raise ConfigError("block_cg: M must be None: GOGETA's block iteration has no preconditioner "
+                          "(schedules.sparse.pcg takes one)")
+    if isinstance(A, LinearOperator) or hasattr(A, "aslinearoperator"):
+        raise InputError("block_cg: A must be a sparse or dense matrix, not a LinearOperator: the fused "
+                         "kernels read its entries (schedules.sparse.pcg takes an operator)")
     if np.ndim(B) not in (1, 2) or (np.ndim(B) == 2 and np.shape(B)[1] < 1):
         raise ShapeError(f"block_cg: B must be a vector or an M x N matrix with N >= 1, got shape {np.shape(B)}")
     n_rhs = 1 if np.ndim(B) == 1 else np.shape(B)[1]
     solver = BlockCG(A, n_rhs, fused=fused, dtype=dtype, format=format, target=target,
                      max_restarts=max_restarts)
-    return solver.solve(B, X0, tol=tol, maxiter=maxiter, raise_on_failure=raise_on_failure)
+    result = solver.solve(B, X0, rtol=rtol, atol=atol, maxiter=maxiter, callback=callback,
+                          raise_on_failure=raise_on_failure)
+    if return_result:
+        return result
+    return result.x, result.info
 
 
 # --------------------------------------------------------------------------- numpy/scipy peer

@@ -94,8 +94,8 @@ def compare_block_cg(A: Any, n_rhs: int = 8, *, tol: float = 1e-8, maxiter: int 
              key=lambda r: r["seconds_per_iteration"] if r["iterations"] else 0.0)
     for fused in (True, False):
         solver = BlockCG(A, n_rhs, fused=fused, dtype=dtype, format=format)
-        solver.solve(B, tol=tol, maxiter=1)  # warm-up: first calls start TVM's thread pool
-        solvers["fused" if fused else "unfused"] = best(lambda: solver.solve(B, tol=tol, maxiter=maxiter))
+        solver.solve(B, rtol=tol, maxiter=1)  # warm-up: first calls start TVM's thread pool
+        solvers["fused" if fused else "unfused"] = best(lambda: solver.solve(B, rtol=tol, maxiter=maxiter))
         out["format"] = solver.format_name
     main = solvers["fused"]
     out.update(converged=main.converged, iterations=main.iterations, reason=main.reason,
