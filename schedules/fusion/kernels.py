@@ -45,6 +45,7 @@ from typing import Any, Iterable, Sequence
 import numpy as np
 
 from schedules.fusion.analysis import GraphAnalysis
+from schedules.fusion.arg_roles import ArgRole
 from schedules.fusion.einsum_dag import EinsumDAG, Op
 from schedules.fusion.groups import FusionPlan
 from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, native_lanes,
@@ -307,8 +308,11 @@ class _Params:
 
     Buffers are named after the tensor family, numbered within the kernel
     (``g_Gamma``, ``g_Gamma_1``), so two steps of the same structure produce
-    the same kernel text and share one compiled kernel.
+    the same kernel text and share one compiled kernel.  The names are for
+    readers of the kernel text only: the roles travel in ``GroupKernel.arg_roles``.
     """
+
+    tensor_prefix, workspace_prefix = "g_", "w_"
 
     def __init__(self, dag: EinsumDAG, dtype: str):
         self.dag, self.dtype = dag, dtype
@@ -320,7 +324,7 @@ class _Params:
         """The buffer of tensor ``t`` (rows symbolic when ``streamed``), added on first use."""
         name = storage[t]
         if name not in self._local:
-            base, k = f"g_{family(t)}", 1
+            base, k = f"{self.tensor_prefix}{family(t)}", 1
             local = base
             while local in self._local.values():
                 local, k = f"{base}_{k}", k + 1
@@ -333,7 +337,7 @@ class _Params:
 
     def partial(self, f: RowOp, local: str) -> str:
         """The per-part partial-sum workspace of reduction ``f``."""
-        name = f"w_{local}"
+        name = f"{self.workspace_prefix}{local}"
         self.buffers.append(Buffer(f"h_{name}", name, ("NP", str(f.cols[0]), str(f.cols[1])), self.dtype))
         self.spec.append(("partial", f.cols))
         return name
@@ -575,12 +579,15 @@ class GroupKernel:
     ``ops`` the DAG ops it computes, ``kind`` ``"spmm"`` (the sparse executor,
     fused or plain) or ``"rows"`` (a dense row group), ``storage`` the
     storage names of its tensor arguments in order, ``prim_func`` its
-    PrimFunc (schedulable with ``s_tir.Schedule``).
+    PrimFunc (schedulable with ``s_tir.Schedule``), ``arg_roles`` one
+    :class:`~schedules.fusion.arg_roles.ArgRole` per PrimFunc parameter.
     """
 
     def __init__(self, ops: tuple[str, ...], kind: str, mod, make_func, spec: list, fixed: list,
-                 scalars: tuple = ()):
+                 scalars: tuple = (), roles: Sequence[ArgRole] | None = None):
         self.ops, self.kind, self.mod = ops, kind, mod
+        self.arg_roles: tuple[ArgRole, ...] = tuple(roles) if roles is not None else \
+            tuple(_SPEC_ROLES[k] for k, _ in spec) + (ArgRole.SCALAR,) * len(scalars)
         self._make_func, self._func = make_func, None
         self._spec, self._fixed, self._scalars = spec, fixed, scalars
         self._fn = mod["main"]
@@ -614,6 +621,10 @@ class GroupKernel:
         return f"GroupKernel({'+'.join(self.ops)}, {self.kind})"
 
 
+#: role of each row-kernel spec entry kind
+_SPEC_ROLES = {"tensor": ArgRole.TENSOR, "partial": ArgRole.WORKSPACE, "parts": ArgRole.PARTS}
+
+
 def _fixed_tensors(spec: list, parts: np.ndarray, dtype: str) -> list:
     """The kernel-owned arguments of a row kernel: its part boundaries and partial workspaces."""
     import tvm
@@ -643,6 +654,10 @@ def _row_kernel(step: tuple, forms: dict, storage: dict, stored: set, dag: Einsu
     mod = get_or_build(("fusion.rows", src), make, target)
     parts = uniform_parts(n_rows, ExecParams(parallel=True).n_parts(num_threads()))
     return GroupKernel(step, "rows", mod, make, spec, _fixed_tensors(spec, parts, dtype))
+
+
+#: formats whose executor arrays end with the row-part boundaries when parallel
+_ROW_PART_FORMATS = ("csr", "bcsr")
 
 
 def _spmm_kernel(step: tuple, forms: dict, storage: dict, stored: set, dag: EinsumDAG, fmt,
@@ -685,12 +700,17 @@ def _spmm_kernel(step: tuple, forms: dict, storage: dict, stored: set, dag: Eins
     A, B = spmm.inputs
     writes_c = consumer is None or consumer.writes_c
     spec: list = [("fixed", None)] * len(arrays) + [("tensor", storage[B])]
+    roles = [ArgRole.FORMAT] * len(arrays) + [ArgRole.TENSOR]
+    if params.parallel and kernels.format_name in _ROW_PART_FORMATS:
+        roles[len(arrays) - 1] = ArgRole.PARTS
     if writes_c:
         c_in = storage[spmm.addend] if spmm.addend is not None else storage[spmm.name]
         spec += [("tensor", c_in), ("tensor", storage[spmm.name])]
+        roles += [ArgRole.TENSOR, ArgRole.TENSOR]
     fixed = list(arrays)
     n_parts = int(arrays[-1].shape[0]) if params.parallel else 1
     for kind, what in cspec:
+        roles.append(_SPEC_ROLES[kind])
         if kind == "partial":
             fixed.append(tvm.runtime.tensor(np.zeros((n_parts,) + tuple(what), dtype)))
             spec.append(("fixed", None))
@@ -698,7 +718,8 @@ def _spmm_kernel(step: tuple, forms: dict, storage: dict, stored: set, dag: Eins
             spec.append((kind, what))
     scalars = tuple(int(v) for v in kernels.scalars(fmt, False))
     alpha, beta = float(spmm.sign), (1.0 if spmm.addend is not None else 0.0)
-    return GroupKernel(step, "spmm", mod, make, spec, fixed, scalars + (alpha, beta))
+    roles += [ArgRole.SCALAR] * (len(scalars) + 2)
+    return GroupKernel(step, "spmm", mod, make, spec, fixed, scalars + (alpha, beta), roles)
 
 
 def build_step_kernels(plan: FusionPlan | GraphAnalysis, steps: Sequence[tuple[str, ...]], *, fmt=None,

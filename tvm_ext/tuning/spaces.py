@@ -85,6 +85,8 @@ class SpaceTask:
     ``group`` ties tasks that are alternatives for the same kernel (the CG
     step they implement; ``""`` for a space whose tasks are all alternatives).
     ``knobs`` describes the code-generation setting of this task.
+    ``arg_roles``: one ``schedules.fusion.arg_roles.ArgRole`` per parameter of
+    ``mod["main"]`` for generated step kernels (empty for other spaces).
     """
 
     name: str
@@ -95,6 +97,7 @@ class SpaceTask:
     group: str = ""
     knobs: dict = field(default_factory=dict)
     postprocs: str = "unroll"
+    arg_roles: tuple = ()
 
     def space(self):
         """The ``ScheduleFn`` design-space generator of this task."""
@@ -169,7 +172,9 @@ def specialize(func, args: Sequence[Any]):
     for p, a in zip(params, args):
         if type(p.ty).__name__ == "BufferType":
             if all(type(d).__name__ in ("Var", "SizeVar", "IntImm") for d in p.shape):
-                binding[p] = tirx.decl_buffer(tuple(int(s) for s in np.shape(a)), str(p.dtype), name=p.name)
+                align = int(p.data_alignment)  # keep the declared alignment
+                binding[p] = tirx.decl_buffer(tuple(int(s) for s in np.shape(a)), str(p.dtype), name=p.name,
+                                              data_alignment=align)
         else:
             dt = str(p.ty.dtype)
             binding[p] = tirx.FloatImm(dt, float(a)) if dt.startswith("float") else tirx.IntImm(dt, int(a))
@@ -517,22 +522,32 @@ def _cg_env(solver, seed: int) -> dict:
     return env
 
 
-def _replace_parts(func, args: list, n_parts: int, n_rows: int, indptr) -> list:
-    """Arguments of a step kernel with ``n_parts`` row parts (part bounds and workspaces)."""
+def _replace_parts(roles: Sequence[Any], args: list, n_parts: int, n_rows: int, indptr) -> list:
+    """Arguments of a step kernel with ``n_parts`` row parts: new part bounds, resized workspaces.
+
+    ``roles`` is the kernel's ``GroupKernel.arg_roles`` (one ``ArgRole`` per argument).
+    """
+    from schedules.fusion.arg_roles import ArgRole
     from schedules.sparse.executors.partition import balanced_parts, uniform_parts
 
-    names = [p.name for p in func.params]
-    if "part" not in names:
+    if len(roles) != len(args):
+        raise ScheduleError(f"step kernel: {len(roles)} argument roles for {len(args)} arguments")
+    if ArgRole.PARTS not in roles:
         return args
     parts = balanced_parts(indptr, n_parts, item_cost=1.0) if indptr is not None else uniform_parts(n_rows, n_parts)
     out = list(args)
-    old_np = int(np.shape(args[names.index("part")])[0])
-    for i, (name, a) in enumerate(zip(names, args)):
-        if name == "part":
+    for i, (role, a) in enumerate(zip(roles, args)):
+        if role is ArgRole.PARTS:
             out[i] = parts.astype(np.int32)
-        elif isinstance(a, np.ndarray) and a.ndim >= 1 and a.shape[0] == old_np and name.startswith("w_"):
-            out[i] = np.zeros((parts.size,) + a.shape[1:], a.dtype)
+        elif role is ArgRole.WORKSPACE:
+            out[i] = np.zeros((parts.size,) + np.shape(a)[1:], a.dtype)
     return out
+
+
+def _array_args(args: list, roles: Sequence[Any]) -> tuple[list, tuple]:
+    """The array arguments and their roles (scalars are bound into the specialized PrimFunc)."""
+    kept = [(a, r) for a, r in zip(args, roles) if isinstance(a, np.ndarray)]
+    return [a for a, _ in kept], tuple(r for _, r in kept)
 
 
 def _cg_solver(A: Any, n: int, dtype: str):
@@ -561,18 +576,19 @@ def cg_tasks(A: Any, n: int, *, dtype: str = "float64", seed: int = 0) -> list[S
     for ppt in sorted(CG_PARTS_PER_THREAD, key=lambda p: (p != 4, p)):
         for step, kern in steps:
             indptr = solver.A.indptr if kern.kind == "spmm" else None
-            args = _replace_parts(kern.prim_func, base[id(kern)], threads * ppt, solver.n, indptr)
+            args = _replace_parts(kern.arg_roles, base[id(kern)], threads * ppt, solver.n, indptr)
             try:
                 func = specialize(kern.prim_func, args)
             except Exception:  # noqa: BLE001 - a kernel whose part arrays this setting cannot rebuild
                 if ppt == 4:
                     raise
                 continue
-            tensors = [a for a in args if isinstance(a, np.ndarray)]
+            tensors, roles = _array_args(args, kern.arg_roles)
             group = "+".join(step)
             tasks.append(SpaceTask(f"cg_{group.replace('+', '_')}_ppt{ppt}", _module(func), _as_generated, tensors,
                                    1, group=group,
-                                   knobs={"step": group, "parts_per_thread": ppt, "library_default": ppt == 4}))
+                                   knobs={"step": group, "parts_per_thread": ppt, "library_default": ppt == 4},
+                                   arg_roles=roles))
     return tasks
 
 
@@ -587,7 +603,7 @@ def cg_defaults(A: Any, n: int, *, dtype: str = "float64", seed: int = 0) -> lis
         args = [a.numpy() if hasattr(a, "numpy") else a for a in kern.args(env)]
         func = specialize(kern.prim_func, args)
         group = "+".join(step)
+        tensors, roles = _array_args(args, kern.arg_roles)
         out.append(SpaceTask(f"cg_default_{group.replace('+', '_')}", _module(func), _as_generated,
-                             [a for a in args if isinstance(a, np.ndarray)], 1, group=group,
-                             knobs={"step": group}))
+                             tensors, 1, group=group, knobs={"step": group}, arg_roles=roles))
     return out
