@@ -350,3 +350,9 @@ def test_compile_model_file_and_shape_errors_are_one_line(capsys, tmp_path):
     onnx_file.write_bytes(b"\x00")
     for shape, needle in [("x=-1,2", "positive"), ("x=100000,100000", "int32"), ("x=a", "NAME=D1")]:
         assert needle in check_contract(capsys, ["compile", str(onnx_file), "--shape", shape, "--json"])
+    assert "neither a built-in model (mlp" in check_contract(capsys, ["compile", "resnet9000", "--json"])
+    assert "is a directory" in check_contract(capsys, ["compile", str(tmp_path), "--json"])
+
+
+def test_map_size_beyond_int32_is_refused_before_the_kernel_is_made(capsys):
+    assert "below 2**31" in check_contract(capsys, ["map", "conv2d", "--size", "hw=" + "9" * 30, "--json"])

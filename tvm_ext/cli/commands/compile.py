@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import math
+from pathlib import Path
 from typing import Any
 
 from tvm_ext.cli.args import real, seed
@@ -91,8 +92,6 @@ def _accel(value: str | None) -> Any:
     if value is None:
         return None
     if value.endswith(".json"):
-        from pathlib import Path
-
         if not Path(value).is_file():
             raise ConfigError(f"--accel {value!r}: no such file")
     return value
@@ -112,6 +111,13 @@ def load(args) -> tuple[Any, Any]:
         require("torch")  # the built-in models and their references are PyTorch modules
         case = get_model(args.model, args.size)
         return case.relax_module(), case
+    path = Path(args.model)
+    if path.is_dir():
+        raise InputError(f"model {args.model!r} is a directory; expected MODEL.onnx, MODEL.pt2 or a built-in "
+                         f"model ({', '.join(MODEL_NAMES)})")
+    if not path.suffix and not path.exists():
+        raise InputError(f"model {args.model!r} is neither a built-in model ({', '.join(MODEL_NAMES)}) "
+                         "nor a model file (.onnx or .pt2)")
     return load_model(args.model, shapes=_shapes(args.shape) or None), None
 
 

@@ -30,6 +30,7 @@ from typing import Any
 from tvm_ext.cli.args import count
 from tvm_ext.cli.output import Output
 from tvm_ext.errors import InputError, ResultError
+from tvm_ext.limits import INT32_MAX
 
 #: ``--build`` fails when max |error| exceeds this times max(1, max |reference|).
 BUILD_TOLERANCE = 1e-3
@@ -63,6 +64,8 @@ def _sizes(items: list[str]) -> dict[str, int]:
             out[name.strip()] = int(value)
         except ValueError:
             raise InputError(f"--size {item!r}: {value!r} is not an integer") from None
+        if not 1 <= out[name.strip()] <= INT32_MAX:
+            raise InputError(f"--size {item!r}: must be a positive integer below 2**31")
     return out
 
 
