@@ -121,3 +121,34 @@ def test_block_cg_callback_rejects_operator_and_M_and_warns_on_tol():
     with pytest.warns(DeprecationWarning, match="rtol"):
         X_old, _ = block_cg(A, B, tol=1e-10)
     np.testing.assert_allclose(A @ X_old, B, atol=1e-8)
+
+
+@pytest.mark.parametrize("lower", [True, False])
+@pytest.mark.parametrize("unit_diagonal", [False, True])
+def test_triangular_solve_matches_spsolve_triangular_with_k_columns(lower, unit_diagonal):
+    from schedules.sparse.triangular import TriangularSolver
+
+    A = lap2d(6)
+    T = sp.csr_array(sp.tril(A) if lower else sp.triu(A))
+    B = np.random.default_rng(5).standard_normal((36, 3))
+    x = TriangularSolver(T, lower=lower, unit_diagonal=unit_diagonal).solve(B)
+    ref = spla.spsolve_triangular(T, B, lower=lower, unit_diagonal=unit_diagonal)
+    assert x.shape == ref.shape == (36, 3)
+    np.testing.assert_allclose(x, ref, rtol=1e-10, atol=1e-12)
+    one = TriangularSolver(T, lower=lower, unit_diagonal=unit_diagonal).solve(B[:, :1])
+    assert one.shape == (36, 1)
+    np.testing.assert_allclose(one[:, 0], ref[:, 0], rtol=1e-10, atol=1e-12)
+
+
+def test_gauss_seidel_is_not_in_place_unlike_pyamg():
+    from pyamg.relaxation.relaxation import gauss_seidel
+
+    from schedules.sparse.triangular import GaussSeidel
+
+    A, b = lap2d(6), rhs(36, 6)
+    x0 = np.zeros(36)
+    ours = GaussSeidel(A).forward(x0, b)
+    assert ours.any() and np.all(x0 == 0.0)      # a new x; our x0 is untouched
+    x_pyamg = x0.copy()
+    gauss_seidel(sp.csr_matrix(A), x_pyamg, b, iterations=1, sweep="forward")   # pyamg: in place
+    np.testing.assert_allclose(ours, x_pyamg, rtol=1e-12, atol=1e-14)

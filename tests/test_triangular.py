@@ -114,7 +114,7 @@ def test_triangular_bad_inputs():
     with pytest.raises(ShapeError, match="length 15"):
         s.solve(np.ones(15))
     with pytest.raises(ShapeError):
-        s.solve(np.ones((16, 2)))
+        s.solve(np.ones((15, 2)))
     with pytest.raises(InputError, match="float32"):
         s.solve(np.ones(16, dtype=np.float32))
     with pytest.raises(InputError, match="non-finite"):
@@ -122,7 +122,7 @@ def test_triangular_bad_inputs():
     with pytest.raises(InputError, match="real numbers"):
         s.solve(np.ones(16, dtype=complex))
     np.testing.assert_allclose(s.solve(np.ones(16, dtype=np.int64)), s.solve(np.ones(16)))
-    np.testing.assert_allclose(s.solve(np.ones((16, 1))), s.solve(np.ones(16)))
+    np.testing.assert_allclose(s.solve(np.ones((16, 1)))[:, 0], s.solve(np.ones(16)))
     with pytest.raises(ShapeError, match="square"):
         TriangularSolver(sp.csr_array(np.tril(np.ones((3, 4)))))
     with pytest.raises(InputError, match="non-finite"):

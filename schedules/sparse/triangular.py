@@ -443,8 +443,26 @@ class TriangularSolver:
         return self.schedule.levels if self.schedule is not None else self.n
 
     def solve(self, b: Any) -> np.ndarray:
-        """Return ``x`` with ``T x = b`` (``b``: length-``n`` vector of the solver's dtype)."""
-        b = check_vector(b, self.n, self.dtype, "b")
+        """Return ``x`` with ``T x = b``, as ``scipy.sparse.linalg.spsolve_triangular``.
+
+        ``b``: a length-``n`` vector or an ``(n, k)`` matrix of right-hand
+        sides (the solver's dtype; integers are cast); ``x`` has ``b``'s shape.
+        Each column is one wavefront solve on the same schedule.
+
+        >>> import numpy as np, scipy.sparse as sp
+        >>> L = sp.csr_array(np.array([[2.0, 0.0], [1.0, 4.0]]))
+        >>> TriangularSolver(L).solve(np.array([[2.0, 4.0], [5.0, 10.0]])).tolist()
+        [[1.0, 2.0], [1.0, 2.0]]
+        """
+        arr = np.asarray(b)
+        if arr.ndim == 2:
+            if arr.shape[0] != self.n:
+                raise ShapeError(f"b: has {arr.shape[0]} rows, the matrix has {self.n}")
+            x = np.empty(arr.shape, self.dtype)
+            for j in range(arr.shape[1]):
+                x[:, j] = self.solve(arr[:, j])
+            return x
+        b = check_vector(arr, self.n, self.dtype, "b")
         return self.executor.run_numpy(b, np.zeros(self.n, self.dtype), self._mode, 1)
 
 
@@ -482,7 +500,11 @@ class GaussSeidel:
     entry -> level sets -> ``P A P^T``) and reuses the schedule on every call;
     ``parallel=False`` is the serial TVM executor in natural order.  Both give
     sequential natural-order Gauss-Seidel (see the module docstring for why).
-    Each method returns the new ``x`` and leaves its arguments untouched.
+
+    **Not in place** (unlike ``pyamg.relaxation.gauss_seidel``, which
+    overwrites ``x``): each method returns the new ``x`` as a fresh array and
+    leaves its arguments untouched; write ``x = gs.forward(x, b)`` (or
+    ``x[:] = ...``) to update an iterate.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> A = sp.csr_array(np.array([[4.0, -1.0], [-1.0, 4.0]]))
