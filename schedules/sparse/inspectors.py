@@ -4,9 +4,10 @@ One public function per format, scipy style (any scipy matrix or 2-D array
 in, a container from :mod:`schedules.sparse.formats` out).  Each starts from
 :func:`tvm_ext.workloads.canonical_csr` and evaluates the closed form of its
 :class:`Recipe` of :mod:`schedules.sparse.transforms` (vectorised numpy, one
-pass over the non-zeros plus at most one near-linear stable sort), laid out as
-the container's docstring specifies; running the recipe itself gives the same
-arrays:
+pass over the non-zeros plus at most one near-linear stable sort; BCSR through
+scipy's compiled CSR -> BSR converter, which evaluates the same closed form
+faster), laid out as the container's docstring specifies; running the recipe
+itself gives the same arrays:
 
 =========  ==================================================================
 ``csr``    make_dense -> compact_and_pad(k)                  (Listing 5.3)
@@ -211,8 +212,8 @@ RECIPES: dict[str, Callable[..., Recipe]] = {
 # level's coordinate is an expression of the CSR position ``j``), as the
 # inspector code CHiLL generates from a script would: one vectorised pass over
 # the non-zeros, plus at most one stable sort where the recipe's compaction
-# reorders entries (BCSR with R > 1 and CSB merge sorted CSR rows, which is
-# near linear).  ``recipe.run(csr)`` through :mod:`.transforms` gives the same
+# reorders entries (CSB merges sorted CSR rows, which is near linear; BCSR's
+# compaction runs in scipy's compiled converter).  ``recipe.run(csr)`` through :mod:`.transforms` gives the same
 # arrays; the tests check it.
 
 def _rows(csr: sp.csr_array, dtype=np.int64) -> np.ndarray:
@@ -223,25 +224,6 @@ def _rows(csr: sp.csr_array, dtype=np.int64) -> np.ndarray:
 def _ranks(csr: sp.csr_array, rows: np.ndarray) -> np.ndarray:
     """Row-relative position ``j - index(i)`` of every non-zero (ELL's normalised ``j``)."""
     return np.arange(csr.nnz, dtype=np.int64) - csr.indptr[rows].astype(np.int64)
-
-
-def _group(key: np.ndarray, presorted: bool) -> tuple[np.ndarray | None, np.ndarray, np.ndarray]:
-    """Stable order by ``key``, each entry's group (distinct key) and the distinct keys.
-
-    Returns ``(order or None, group of each entry in input order, sorted distinct keys)``.
-    """
-    order = None if presorted else np.argsort(key, kind="stable")
-    srt = key if order is None else key[order]
-    new = np.empty(srt.size, dtype=bool)
-    new[:1] = True
-    np.not_equal(srt[1:], srt[:-1], out=new[1:])
-    starts = np.flatnonzero(new)
-    gid_sorted = np.repeat(np.arange(starts.size, dtype=np.int64), np.diff(starts, append=srt.size))
-    if order is None:
-        return None, gid_sorted, srt[starts]
-    gid = np.empty_like(gid_sorted)
-    gid[order] = gid_sorted
-    return order, gid, srt[starts]
 
 
 def to_csr(A: Any, *, dtype: Any = None) -> CSR:
@@ -277,7 +259,8 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     """BCSR with ``R x C`` zero-filled blocks (any R, C >= 1; ragged edges allowed).
 
     Fig. 5.7's closed forms: ``ii = i // R``, ``kk = col // C``; blocks are the
-    distinct ``(ii, kk)`` in sorted order, ``A_prime[block, i - R*ii, col - C*kk]``.
+    distinct ``(ii, kk)`` in sorted order, ``A_prime[block, i - R*ii, col - C*kk]``
+    (the same arrays as ``scipy.sparse``'s ``tobsr`` on the matrix padded to whole blocks).
 
     >>> import scipy.sparse as sp
     >>> to_bcsr(sp.identity(3, format="csr"), 2, 2).bcol.tolist()
@@ -287,20 +270,24 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     csr = canonical_csr(A, dtype=dtype)
     m, k = csr.shape
     n_br, n_bc = -(-m // R), -(-k // C)
-    rows = _rows(csr, _INDEX)
-    cols = csr.indices
-    ii = rows // R if R > 1 else rows
-    kk = cols // C if C > 1 else cols
-    in_block = (rows - R * ii) * C + (cols - C * kk) if R * C > 1 else np.zeros(1, _INDEX)
-    key = ii.astype(np.int64) * n_bc + kk
-    # one row per block row: CSR order already is (ii, kk) order; else merge R sorted rows
-    _, gid, keys = _group(key, presorted=R == 1)
-    data = _zeros((keys.size, R, C), csr.data.dtype)
-    data.reshape(-1)[gid * (R * C) + in_block] = csr.data
-    indptr = np.zeros(n_br + 1, dtype=np.int64)
-    np.cumsum(np.bincount(keys // n_bc, minlength=n_br), out=indptr[1:])
-    return BCSR(tuple(csr.shape), R, C, _index(indptr, "bcsr: block count"),
-                _index(keys % n_bc, "bcsr: block column"), data)
+    if csr.nnz == 0:
+        return BCSR(tuple(csr.shape), R, C, _zeros(n_br + 1, _INDEX), _zeros(0, _INDEX),
+                    _zeros((0, R, C), csr.data.dtype))
+    # The closed form, evaluated by scipy's compiled CSR -> BSR converter (one pass per block
+    # row with a block-column lookup table, then a per-block-row sort of the block columns):
+    # 2.5-4x faster than the same closed form in numpy (a stable sort of every non-zero's
+    # (ii, kk) key; bench.sparse_inspectors).  Ragged edges: the shape is padded to whole
+    # blocks (empty trailing rows, unused columns), which adds no block.
+    indptr = csr.indptr
+    if n_br * R != m:
+        indptr = np.concatenate([indptr, np.full(n_br * R - m, indptr[-1], indptr.dtype)])
+    padded = sp.csr_array((csr.data, csr.indices, indptr), shape=(n_br * R, n_bc * C))
+    padded.has_sorted_indices = True  # canonical_csr's guarantee, kept by the padding
+    bsr = padded.tobsr(blocksize=(R, C), copy=False)
+    if not bsr.has_sorted_indices:
+        bsr.sort_indices()  # blocks of one block row in block-column order
+    return BCSR(tuple(csr.shape), R, C, _index(bsr.indptr, "bcsr: block count"),
+                _index(bsr.indices, "bcsr: block column"), _aligned(bsr.data.reshape(-1, R, C)))
 
 
 def _ell_rows(csr: sp.csr_array, width: int, keep: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

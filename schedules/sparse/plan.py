@@ -32,7 +32,7 @@ from schedules.sparse.selection import Candidate, Choice, Selector, select_forma
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["Plan", "inspect"]
+__all__ = ["Plan", "inspect", "plan_spmm"]
 
 
 @dataclass
@@ -121,7 +121,7 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
       selector.
     * ``measure``: when candidates score within 15% of the best, time them on a
       block of the matrix and keep the fastest (recorded in :meth:`Plan.explain`);
-      ``None`` (default) measures on matrices of 100K non-zeros or more,
+      ``None`` (default) measures on matrices of 1M non-zeros or more,
       ``False`` never.
 
     >>> import numpy as np, scipy.sparse as sp
@@ -141,3 +141,8 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
     fmt = INSPECTORS[choice.format](csr, **choice.args)
     t2 = time.perf_counter()
     return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t2 - t1, select_seconds=t1 - t0)
+
+
+#: :func:`inspect` under a name that does not shadow the standard library's
+#: ``inspect`` module (``from schedules.sparse import plan_spmm``).
+plan_spmm = inspect

@@ -304,9 +304,14 @@ def get_default_selector() -> Selector:
 
 
 #: ``inspect(measure=None)`` times close candidates on matrices with at least this many non-zeros.
-MEASURE_MIN_NNZ = 100_000
-#: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle).
+#: Below it a whole product costs well under a millisecond, so a measurement (and, on a cold
+#: kernel cache, the candidates' compilation) would cost many times what it could save.
+MEASURE_MIN_NNZ = 1_000_000
+#: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle) ...
 MEASURE_NNZ = 250_000
+#: ... and at most this share of the rows (with ``repeat=5`` runs per candidate, timing three
+#: candidates costs under one product of the whole matrix, plus their inspectors on the block).
+MEASURE_ROW_FRACTION = 0.05
 
 
 #: Formats that are never far from the best (no padding to speak of): a choice of any other
@@ -334,14 +339,21 @@ def _close_candidates(choice: Choice, margin: float, top_k: int) -> list[Candida
     return [choice.candidate] + picked + ([] if baseline in picked else [baseline])
 
 
-def _row_block(csr: Any, max_nnz: int) -> tuple[int, int]:
-    """Rows ``[a, b)`` from the middle of ``csr`` holding about ``max_nnz`` non-zeros (all rows if fewer)."""
+def _row_block(csr: Any, max_nnz: int, max_rows: int | None = None) -> tuple[int, int]:
+    """Rows ``[a, b)`` from the middle of ``csr``: about ``max_nnz`` non-zeros and at most ``max_rows`` rows.
+
+    All rows when the matrix is within both.
+    """
     m, nnz = csr.shape[0], csr.nnz
-    if nnz <= max_nnz:
+    max_rows = m if max_rows is None else max(int(max_rows), 1)
+    if nnz <= max_nnz and m <= max_rows:
         return 0, m
-    first = int(np.searchsorted(csr.indptr, (nnz - max_nnz) // 2, side="right")) - 1
+    if nnz <= max_nnz:  # only the row cap binds: the middle rows
+        first = (m - max_rows) // 2
+    else:
+        first = max(int(np.searchsorted(csr.indptr, (nnz - max_nnz) // 2, side="right")) - 1, 0)
     last = int(np.searchsorted(csr.indptr, csr.indptr[first] + max_nnz, side="left"))
-    return max(first, 0), min(max(last, first + 1), m)
+    return first, min(max(last, first + 1), first + max_rows, m)
 
 
 def _window(csr: Any, a: int, b: int) -> Any:
@@ -355,17 +367,20 @@ def _window(csr: Any, a: int, b: int) -> Any:
 
 
 def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
-                             top_k: int = 3, max_nnz: int = MEASURE_NNZ, repeat: int = 7,
+                             top_k: int = 3, max_nnz: int = MEASURE_NNZ,
+                             max_row_fraction: float = 1.0, repeat: int = 5,
                              target: Any = None) -> Choice:
     """Time the choice against close candidates and a baseline; keep the fastest.
 
     Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
     those scored within ``margin`` of it, the best CSR/SELL when the choice is
     neither) are built on a contiguous block of about ``max_nnz`` non-zeros
-    from the middle of the matrix, restricted to the columns it touches (the
-    whole matrix when smaller; executors take any size, so the kernels come
-    from the cache), and run ``repeat`` times at ``n_cols`` columns; the
-    fastest run counts.  Returns ``choice`` unchanged when there is nothing
+    (and at most ``max_row_fraction`` of the rows) from the middle of the
+    matrix, restricted to the columns it touches (the whole matrix when
+    smaller; executors take any size, so the kernels come from the cache),
+    and run ``repeat`` times at ``n_cols`` columns; the fastest run counts.
+    The whole cost (block inspectors, builds, runs) is in the measurement's
+    ``spent_seconds``.  Returns ``choice`` unchanged when there is nothing
     to compare, else a :class:`Choice` naming the fastest, with the
     :class:`Measurement`.
 
@@ -382,7 +397,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     if len(cands) < 2:
         return choice
     t0 = time.perf_counter()
-    a, b = _row_block(csr, max_nnz)
+    a, b = _row_block(csr, max_nnz, int(np.ceil(max_row_fraction * csr.shape[0])))
     block = _window(csr, a, b)
     rng = np.random.default_rng(0)
     B = rng.uniform(-1.0, 1.0, (block.shape[1], n_cols) if n_cols > 1 else block.shape[1]).astype(csr.dtype)
@@ -415,9 +430,10 @@ def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
     """Pick a representation for ``A @ B`` with ``B`` of ``n_cols`` columns.
 
     ``measure``: time the choice against the candidates scored within
-    ``margin`` of it and a CSR/SELL baseline (:func:`measure_close_candidates`)
-    and keep the fastest; ``None`` does so on matrices of
-    :data:`MEASURE_MIN_NNZ` non-zeros or more.
+    ``margin`` of it and a CSR/SELL baseline (:func:`measure_close_candidates`,
+    on a block of at most :data:`MEASURE_NNZ` non-zeros and, on larger
+    matrices, :data:`MEASURE_ROW_FRACTION` of the rows) and keep the fastest; ``None``
+    does so on matrices of :data:`MEASURE_MIN_NNZ` non-zeros or more.
     """
     feats = features if features is not None else sparse_features(A)
     chooser = selector or get_default_selector()
@@ -431,5 +447,7 @@ def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
     if measure is None:
         measure = feats["nnz"] >= MEASURE_MIN_NNZ
     if measure:
-        choice = measure_close_candidates(canonical_csr(A, allow_nan=True), int(n_cols), choice, margin=margin)
+        choice = measure_close_candidates(canonical_csr(A, allow_nan=True), int(n_cols), choice, margin=margin,
+                                          max_row_fraction=MEASURE_ROW_FRACTION if feats["nnz"] > MEASURE_NNZ
+                                          else 1.0)
     return choice
