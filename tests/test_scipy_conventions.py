@@ -9,7 +9,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from schedules.sparse.solvers import pcg
-from tvm_ext.errors import InputError
+from tvm_ext.errors import InputError, ShapeError
 from tvm_ext.workloads import lap2d
 
 
@@ -152,3 +152,32 @@ def test_gauss_seidel_is_not_in_place_unlike_pyamg():
     x_pyamg = x0.copy()
     gauss_seidel(sp.csr_matrix(A), x_pyamg, b, iterations=1, sweep="forward")   # pyamg: in place
     np.testing.assert_allclose(ours, x_pyamg, rtol=1e-12, atol=1e-14)
+
+
+def test_executor_is_a_linear_operator_with_matvec_matmat_and_matmul():
+    from schedules.sparse import CSR, build_executor, plan_spmm
+
+    A = sp.random_array((30, 20), density=0.2, format="csr", random_state=7)
+    x = rhs(20, 7)
+    X = np.random.default_rng(8).standard_normal((20, 3))
+    for kind in ("spmv", "spmm"):
+        exe = build_executor(CSR.from_scipy(A), kind=kind)
+        np.testing.assert_allclose(exe.matvec(x), A @ x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(exe.matmat(X), A @ X, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(exe @ x, A @ x, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(exe @ X, A @ X, rtol=1e-12, atol=1e-12)
+        op = exe.aslinearoperator()
+        assert op.shape == (30, 20) and op.dtype == np.float64
+        np.testing.assert_allclose(op @ X, A @ X, rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(op.matvec(x), A @ x, rtol=1e-12, atol=1e-12)
+    # plan_spmm is inspect under a name that does not shadow the standard library's
+    S = lap2d(8)
+    exe = plan_spmm(S, 1).build(kind="spmv")
+    x_ours, info = pcg(exe.aslinearoperator(), np.ones(64), rtol=1e-10)    # an operator A: no inspector
+    x_ref, info_ref = spla.cg(exe.aslinearoperator(), np.ones(64), rtol=1e-10, atol=0.0)
+    assert info == info_ref == 0
+    np.testing.assert_allclose(x_ours, x_ref, rtol=1e-7, atol=1e-9)
+    x_direct, _ = pcg(exe, np.ones(64), rtol=1e-10)                        # an executor is taken as its operator
+    np.testing.assert_allclose(x_direct, x_ours, rtol=1e-12)
+    with pytest.raises(ShapeError):
+        exe.matvec(np.ones((64, 2, 1)))

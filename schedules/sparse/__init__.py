@@ -17,7 +17,7 @@ from schedules.sparse.level_sets import (
     DependenceGraph, LevelSchedule, dependence_graph, level_sets, permute_csr,
 )
 from schedules.sparse.peers import compare_spmm
-from schedules.sparse.plan import Plan, inspect
+from schedules.sparse.plan import Plan, inspect, plan_spmm
 from schedules.sparse.selection import (
     AnalyticCostModel, Candidate, Choice, Selector, get_default_selector, select_format,
     set_default_selector, sparse_features,
@@ -31,7 +31,7 @@ from schedules.sparse.triangular import GaussSeidel, TriangularSolver, level_seg
 
 __all__ = [
     # inspector/executor entry point
-    "inspect", "Plan", "compare_spmm",
+    "inspect", "plan_spmm", "Plan", "compare_spmm",
     # executors
     "build_executor", "Executor", "ExecParams", "CSRParams", "COOParams", "BCSRParams", "ELLParams",
     "DIAParams", "CSBParams", "HYBParams", "SELLParams",

@@ -208,6 +208,70 @@ class Executor:
         """Useful flops of one call: ``2 * nnz * N``."""
         return 2 * self.nnz * int(n_cols)
 
+    # ------------------------------------------------------ scipy LinearOperator
+    def matvec(self, x) -> np.ndarray:
+        """``op(A) @ x`` for a vector ``x`` (or an ``(k, 1)`` column), either executor kind.
+
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from schedules.sparse import CSR, build_executor
+        >>> A = sp.random_array((5, 4), density=0.5, format="csr", random_state=0)
+        >>> exe = build_executor(CSR.from_scipy(A), kind="spmv")
+        >>> bool(np.allclose(exe.matvec(np.ones(4)), A @ np.ones(4)))
+        True
+        """
+        x = np.asarray(x)
+        if x.ndim == 2 and x.shape[1] == 1:
+            return self.matvec(x[:, 0]).reshape(-1, 1)
+        if x.ndim != 1:
+            raise ShapeError(f"{self._what()}.matvec: expected a vector, got shape {x.shape}")
+        if self._spmv:
+            return self(x)
+        return self(x.reshape(-1, 1))[:, 0]
+
+    def matmat(self, X) -> np.ndarray:
+        """``op(A) @ X`` for a ``(k, n)`` matrix ``X``, either executor kind.
+
+        >>> import numpy as np, scipy.sparse as sp
+        >>> from schedules.sparse import CSR, build_executor
+        >>> A = sp.random_array((5, 4), density=0.5, format="csr", random_state=0)
+        >>> X = np.arange(8.0).reshape(4, 2)
+        >>> bool(np.allclose(build_executor(CSR.from_scipy(A)).matmat(X), A @ X))
+        True
+        """
+        X = np.asarray(X)
+        if X.ndim != 2:
+            raise ShapeError(f"{self._what()}.matmat: expected a matrix, got shape {X.shape}")
+        if not self._spmv:
+            return self(X)
+        out = np.empty((self.shape[0], X.shape[1]), self._np_dtype)
+        for j in range(X.shape[1]):
+            out[:, j] = self(np.ascontiguousarray(X[:, j]))
+        return out
+
+    def __matmul__(self, B):
+        """``exe @ B``: :meth:`matvec` for a vector, :meth:`matmat` for a matrix."""
+        if isinstance(B, np.ndarray) or isinstance(B, (list, tuple)):
+            B = np.asarray(B)
+            return self.matvec(B) if B.ndim == 1 else self.matmat(B)
+        return self(B)
+
+    def aslinearoperator(self):
+        """This executor as a ``scipy.sparse.linalg.LinearOperator`` (for ``cg``, ``pcg``, ``eigsh``, ...).
+
+        >>> import numpy as np, scipy.sparse.linalg as spla
+        >>> from schedules.sparse import CSR, build_executor
+        >>> from tvm_ext.workloads import lap2d
+        >>> A = lap2d(8)
+        >>> op = build_executor(CSR.from_scipy(A), kind="spmv").aslinearoperator()
+        >>> x, info = spla.cg(op, np.ones(64), rtol=1e-10)
+        >>> info, bool(np.allclose(A @ x, 1.0))
+        (0, True)
+        """
+        from scipy.sparse.linalg import LinearOperator
+
+        return LinearOperator(self.shape, matvec=self.matvec, matmat=self.matmat,
+                              dtype=self._np_dtype)
+
     def __repr__(self) -> str:
         t = ".T" if self.transpose else ""
         return (f"Executor({self.format.name}{t} {self.kind} {self.shape[0]}x{self.shape[1]} "
