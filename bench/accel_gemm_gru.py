@@ -19,9 +19,11 @@ Run: ``python -m bench.accel_gemm_gru [--quick] [--max-tiles N] [--steps T]``.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import time
 
-from bench.harness import BenchRun, bench_args, geomean
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean
 from tvm_ext.accel import gemm_workload, gru_cell, load_system, run_gemm, run_gru
 from tvm_ext.accel.lowering import lower_workload
 from tvm_ext.workloads import DEEPBENCH_GEMM, DEEPBENCH_GRU
@@ -133,8 +135,16 @@ def speed_part(args, system) -> list[str]:
     return lines
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       max_tiles=dict(type=int, default=300_000,
                                      help="skip GEMMs with more compute tiles (the two largest DeepBench "
                                           "shapes need --max-tiles 3000000 and several minutes)"),

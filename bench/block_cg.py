@@ -22,10 +22,12 @@ Run ``python -m bench.block_cg [--quick] [--n 8] [--threads N]``.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 import scipy.sparse.linalg as spla
 
-from bench.harness import BenchRun, bench_args, geomean, time_python
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python
 
 QUICK = {"lap2d": 200, "lap3d27": 24, "iters": 10, "ns": (1, 8, 16)}
 FULL = {"lap2d": 1000, "lap3d27": 100, "iters": 10, "ns": (1, 8, 16)}
@@ -129,8 +131,16 @@ def argparse_suppress():
     return argparse.SUPPRESS
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       n={"type": int, "nargs": "+", "default": None, "help": "N values (default 1 8 16)"},
                       repeat={"type": int, "default": 3, "help": "solves per solver; best kept"},
                       peer={"nargs": 4, "default": None, "help": argparse_suppress()})

@@ -11,13 +11,23 @@ PNGs when matplotlib is installed; ``--quick`` runs N=8 only.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import time
 
-from bench.harness import BenchRun, bench_args
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       plots={"metavar": "DIR", "default": None, "help": "write fig10-12 PNGs to DIR"})
     from schedules.fusion.report import render_table1, write_plots
     from schedules.fusion.table1 import derive_table1

@@ -6,6 +6,11 @@
 * :class:`BenchRun` collects rows, stamps each with the machine and thread
   settings, writes JSON lines and prints a markdown table with ratios against
   peers measured in the same run.
+* :func:`collect_rows` is the function API of a suite: every report suite has
+  ``run(quick, out=None, argv=()) -> list[dict]`` that calls its ``main`` with
+  a command line and returns the rows its ``BenchRun`` objects recorded.
+  ``python -m bench.harness bench.<suite> --rows-json PATH`` runs one suite in
+  its own process and writes those rows as JSON (what ``tvm-ext report`` uses).
 
 >>> run = BenchRun("demo", out_dir=None)
 >>> t = time_python(lambda: sum(range(1000)), repeat=3)
@@ -22,13 +27,17 @@ import os
 import time
 from dataclasses import asdict
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 from tvm_ext.markdown import table
 from tvm_ext.platform_info import platform_info
 from tvm_ext.timing import Timing, time_python, time_tvm
 
-__all__ = ["Timing", "time_tvm", "time_python", "BenchRun", "geomean", "copy_bandwidth", "bench_args"]
+__all__ = ["Timing", "time_tvm", "time_python", "BenchRun", "geomean", "copy_bandwidth", "bench_args",
+           "collect_rows", "suite_argv"]
+
+#: row lists of the active :func:`collect_rows` calls; every ``BenchRun.add`` appends to each
+_collectors: list[list[dict[str, Any]]] = []
 
 
 def geomean(values: Iterable[float]) -> float:
@@ -67,6 +76,8 @@ class BenchRun:
         """Record one row (also appended to the JSON-lines file)."""
         row = dict(row)
         self.rows.append(row)
+        for rows in _collectors:
+            rows.append({"bench": self.name, **row})
         if self.out_path is not None:
             record = {"bench": self.name, **row, "machine": self.machine}
             with open(self.out_path, "a") as fh:
@@ -104,8 +115,11 @@ def _json_default(obj):
         return str(obj)
 
 
-def bench_args(description: str, **extra: Any) -> argparse.Namespace:
-    """Common CLI of bench scripts: ``--quick``, ``--out DIR``, ``--threads``."""
+def bench_args(description: str, argv: Sequence[str] | None = None, **extra: Any) -> argparse.Namespace:
+    """Common CLI of bench scripts: ``--quick``, ``--out DIR`` (``none``: no files), ``--threads``.
+
+    ``argv``: the command line to parse (``sys.argv[1:]`` when None).
+    """
     p = argparse.ArgumentParser(description=description)
     p.add_argument("--quick", action="store_true", help="small sizes, for smoke runs")
     p.add_argument("--out", default="bench/results", help="directory for JSON-lines results")
@@ -113,9 +127,51 @@ def bench_args(description: str, **extra: Any) -> argparse.Namespace:
                    help="TVM_NUM_THREADS and peers' OMP/MKL threads (default 2)")
     for name, kwargs in extra.items():
         p.add_argument(f"--{name.replace('_', '-')}", **kwargs)
-    args = p.parse_args()
+    args = p.parse_args(None if argv is None else list(argv))
+    if args.out in ("", "none"):
+        args.out = None
     set_threads(args.threads)
     return args
+
+
+def suite_argv(quick: bool, out: str | os.PathLike | None, argv: Sequence[str] = ()) -> list[str]:
+    """The command line of a suite's ``main`` for :func:`collect_rows`.
+
+    >>> suite_argv(True, None, ["--n", "8"])
+    ['--quick', '--out', 'none', '--n', '8']
+    """
+    return [*(["--quick"] if quick else []), "--out", "none" if out is None else str(out), *argv]
+
+
+def collect_rows(main: Callable[[Sequence[str]], None], argv: Sequence[str]) -> list[dict[str, Any]]:
+    """Call a suite's ``main(argv)``; the rows every ``BenchRun`` recorded meanwhile, each with its ``bench`` name.
+
+    >>> def main(argv):
+    ...     BenchRun("demo", out_dir=None).add({"case": argv[0]})
+    >>> collect_rows(main, ["x"])
+    [{'bench': 'demo', 'case': 'x'}]
+    """
+    rows: list[dict[str, Any]] = []
+    _collectors.append(rows)
+    try:
+        main(argv)
+    finally:
+        _collectors.remove(rows)
+    return rows
+
+
+def _suite_process(argv: Sequence[str] | None = None) -> None:
+    """``python -m bench.harness MODULE --rows-json PATH [--quick] [--out DIR] [suite options]``."""
+    import importlib
+
+    p = argparse.ArgumentParser(description="run one report suite; write its rows as JSON")
+    p.add_argument("module", help="the suite module, e.g. bench.block_cg")
+    p.add_argument("--rows-json", required=True, help="file for the rows (a JSON list)")
+    p.add_argument("--quick", action="store_true")
+    p.add_argument("--out", default=None, help="directory for the suite's JSON lines")
+    args, rest = p.parse_known_args(argv)
+    rows = importlib.import_module(args.module).run(args.quick, out=args.out, argv=rest)
+    Path(args.rows_json).write_text(json.dumps(rows, default=_json_default))
 
 
 def set_threads(n: int) -> None:
@@ -128,3 +184,7 @@ def set_threads(n: int) -> None:
         torch.set_num_threads(n)
     except ImportError:
         pass
+
+
+if __name__ == "__main__":
+    _suite_process()

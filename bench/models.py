@@ -37,11 +37,11 @@ import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from bench.harness import BenchRun, bench_args, geomean, time_python
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
@@ -224,8 +224,16 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
     return row
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       models={"default": None, "help": "comma list of models (default: all)"},
                       zoo_size={"default": "small", "choices": ("tiny", "small", "full"),
                                 "help": "size of the zoo models (mobilenet, gru); default small"},

@@ -27,11 +27,11 @@ from __future__ import annotations
 
 import math
 import time
-from typing import Callable
+from typing import Callable, Sequence
 
 import numpy as np
 
-from bench.harness import BenchRun, bench_args, geomean, time_python
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python
 from tvm_ext.spmm_engine import (
     SEXTANS,
     SEXTANS_P,
@@ -317,8 +317,16 @@ def plots(rows: list[dict], out_dir: str) -> list[str]:
     return [f"plots: {', '.join(paths)}"]
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       plots=dict(default=None, metavar="DIR", help="write Fig. 7/8 PNGs here"),
                       n_table1=dict(type=int, default=64, help="N for the Table 1 breakdown"))
     t0 = time.perf_counter()

@@ -17,12 +17,12 @@ below 1/3, BCSR block fill below 1/2) are skipped, as a selector would.
 from __future__ import annotations
 
 import warnings
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import scipy.sparse as sp
 
-from bench.harness import BenchRun, bench_args, copy_bandwidth, geomean, time_python
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, copy_bandwidth, geomean, time_python
 from schedules.sparse.peers import torch_spmm
 
 #: Column counts of the issue's benchmark (N = 1 runs the SpMV kernels).
@@ -104,8 +104,16 @@ def _time_chosen(A, B, n: int, kind: str, repeat: int) -> dict[str, Any]:
             "inspect_runs": t_inspect / t}
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       matrices={"default": None, "help": "comma list of matrix names"},
                       n={"default": None, "help": "comma list of N (1 = SpMV)"},
                       dtype={"default": "float32", "help": "float32 or float64"})

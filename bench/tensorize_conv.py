@@ -23,9 +23,11 @@ Run: ``python -m bench.tensorize_conv [--quick]``.
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import numpy as np
 
-from bench.harness import BenchRun, bench_args, geomean, time_python, time_tvm
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python, time_tvm
 from bench.tensorize_gemm import measured_fma_peak, settle
 
 QUICK_RESNET = ("res5_3x3",)
@@ -170,8 +172,16 @@ def _with_peak(row: dict, peak_gflops: float) -> dict:
             "torch_pct_peak": 100 * row["torch_gflops"] / peak_gflops}
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0])
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv)
     from tvm_ext.target import default_target
     from tvm_ext.workloads import RESNET50_CONV
 

@@ -27,6 +27,8 @@ by a TVM FMA-throughput kernel (:func:`measured_fma_peak`; the table clock from
 """
 from __future__ import annotations
 
+from typing import Sequence
+
 import os
 
 #: OpenBLAS overrides of its CPU detection.  Unset in this bench's own process before numpy
@@ -43,7 +45,7 @@ import time  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from bench.harness import BenchRun, bench_args, geomean, time_python, time_tvm  # noqa: E402
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python, time_tvm  # noqa: E402
 
 #: DeepBench training GEMMs that run in seconds here (M, N, K), then square sizes.
 DEEPBENCH_PICK = ((1760, 16, 1760), (1760, 32, 1760), (1760, 64, 1760), (1760, 128, 1760),
@@ -398,8 +400,16 @@ def peak_report(args) -> None:
         print(f"rows written to {run.out_path}")
 
 
-def main() -> None:
-    args = bench_args(__doc__.splitlines()[0],
+def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
+    """Run this suite as its command line does; its rows, each with its ``bench`` name.
+
+    ``out``: directory for the JSON lines (None: none written); ``argv``: more options of ``main``.
+    """
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv,
                       trials=dict(type=int, default=None, help="MetaSchedule trials (default 64; 16 with --quick)"),
                       shapes=dict(default=None, help="comma-separated MxNxK list instead of the default set"),
                       ms_builder=dict(default="inprocess", choices=("inprocess", "local"),

@@ -1,5 +1,5 @@
-"""Issue 9: ``tvm-ext report`` runs suites in subprocesses and writes one report with tables and plots;
-the models comparison rows and the ``models`` demo section."""
+"""``tvm-ext report`` runs each suite's ``run()`` in a child process and writes one report with tables and
+plots; the models comparison rows and the ``models`` demo section."""
 from __future__ import annotations
 
 import json
@@ -13,14 +13,18 @@ from tvm_ext.report import SUITES, Suite, markdown_to_html, write_report
 
 FAKE = textwrap.dedent('''
     """fake suite."""
-    import sys
-    from bench.harness import BenchRun, bench_args
-    args = bench_args("fake")
-    run = BenchRun("models", out_dir=args.out)
-    for i, model in enumerate(["mlp", "gcn"]):
-        run.add({"model": model, "config": "llvm", "ours_ms": 1.0 + i, "llvm_only_ms": 10.0,
-                 "torch_ms": 4.0 if args.quick else 8.0})
-    print(run.markdown(["model", "config", "ours_ms"], ratios={"x": ("llvm_only_ms", "ours_ms")}))
+    from bench.harness import BenchRun, bench_args, collect_rows, suite_argv
+
+    def run(quick, *, out=None, argv=()):
+        return collect_rows(main, suite_argv(quick, out, argv))
+
+    def main(argv=None):
+        args = bench_args("fake", argv)
+        bench = BenchRun("models", out_dir=args.out)
+        for i, model in enumerate(["mlp", "gcn"]):
+            bench.add({"model": model, "config": "llvm", "ours_ms": 1.0 + i, "llvm_only_ms": 10.0,
+                       "torch_ms": 4.0 if args.quick else 8.0})
+        print(bench.markdown(["model", "config", "ours_ms"], ratios={"x": ("llvm_only_ms", "ours_ms")}))
 ''')
 
 
@@ -56,12 +60,31 @@ def test_report_html_and_bad_arguments(tmp_path, fake_env):
     data = next((tmp_path / "h" / "data" / "fake").glob("*.jsonl"))
     rows = [json.loads(x) for x in data.read_text().splitlines()]
     assert rows[0]["torch_ms"] == 8.0
+    returned = json.loads((tmp_path / "h" / "data" / "fake" / "rows.json").read_text())
+    assert [r["model"] for r in returned] == ["mlp", "gcn"] and returned[0]["bench"] == "models"
     with pytest.raises(ConfigError, match="unknown report suite"):
         write_report(tmp_path / "x", suites=["nope"])
     with pytest.raises(ConfigError, match="size"):
         write_report(tmp_path / "x", "medium")
     assert "<img" in markdown_to_html("![p](plots/p.png)")
     assert cli_main(["report", "--out", str(tmp_path / "c"), "--suites", "nope"]) == 2
+
+
+def test_report_needs_a_checkout_with_bench(tmp_path, monkeypatch):
+    from tvm_ext import report
+
+    assert (report.bench_root(tmp_path) / "bench" / "harness.py").is_file()  # falls back to tvm_ext's checkout
+    monkeypatch.setattr(report, "__file__", str(tmp_path / "site" / "tvm_ext" / "report.py"))
+    with pytest.raises(ConfigError, match="repository root"):
+        report.bench_root(tmp_path)
+
+
+def test_suite_run_returns_the_rows_main_prints():
+    from bench import gogeta_traffic
+
+    rows = gogeta_traffic.run(True)
+    fig10 = [r for r in rows if r["bench"] == "gogeta_traffic_fig10" and r["figure"] == "fig10"]
+    assert fig10 and all(r["GOGETA-map"] <= r["SEQ-Flex"] for r in fig10)
 
 
 def test_compare_model_rows_and_demo_section(monkeypatch):

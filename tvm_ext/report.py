@@ -1,11 +1,19 @@
 """``tvm-ext report``: run the benchmark suites at one size and write one report with tables and plots.
 
-Each :class:`Suite` is a ``bench/`` script.  :func:`run_suite` runs it as
-``python -m bench.<name> [--quick] --out DIR`` in a subprocess (a crash or a
-timeout of one suite does not stop the others), keeps its printed markdown
-tables and reads the JSON lines it wrote; a per-suite plot function draws the
-rows with matplotlib.  :func:`write_report` puts everything in
+Each :class:`Suite` is a ``bench/`` module with the function API
+``run(quick, out=None, argv=()) -> list[dict]`` (see ``bench.harness``).
+:func:`run_suite` calls it in a child process, ``python -m bench.harness
+bench.<name> --rows-json FILE``, which writes the returned rows as JSON; the
+report keeps the child's printed tables as text and plots the rows.  A child
+process per suite, because a suite sets its thread counts before TVM and
+torch start their pools, may load native peers (MKL via ctypes) that can
+crash the process, and must be killable at its time limit, none of which
+should stop the other suites.  :func:`write_report` puts everything in
 ``DIR/report.md`` (or ``report.html``) with the plots under ``DIR/plots``.
+
+The suites live in the ``bench/`` folder of a tvm-ext checkout (it is not
+installed): :func:`bench_root` finds it in the working directory or beside
+the ``tvm_ext`` package of an editable install.
 
 The default suites cover the GOGETA traffic model, the Sextans sweep, the
 sparse executors against scipy and torch, the tensorized GEMM/conv against
@@ -29,7 +37,8 @@ from typing import Any, Callable, Sequence
 
 from tvm_ext.errors import ConfigError
 
-__all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html"]
+__all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html",
+           "bench_root"]
 
 SIZES = ("quick", "full")
 
@@ -250,36 +259,57 @@ def suite_names() -> list[str]:
 # ---------------------------------------------------------------------------
 # Running
 # ---------------------------------------------------------------------------
-def _read_rows(directory: Path) -> dict[str, list[dict]]:
-    rows: dict[str, list[dict]] = {}
-    for path in sorted(directory.glob("*.jsonl")):
-        for line in path.read_text().splitlines():
-            try:
-                rec = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if isinstance(rec, dict):
-                rows.setdefault(str(rec.get("bench", path.stem)), []).append(rec)
-    return rows
+def bench_root(start: str | os.PathLike | None = None) -> Path:
+    """The checkout holding the ``bench/`` suites: ``start`` (default: the working directory) or the
+    checkout of an editable ``tvm_ext``; :class:`ConfigError` if neither has one.
+
+    >>> (bench_root() / "bench" / "harness.py").is_file()
+    True
+    """
+    candidates = [Path(start) if start is not None else Path.cwd(), Path(__file__).resolve().parents[1]]
+    for root in candidates:
+        if (root / "bench" / "harness.py").is_file():
+            return root.resolve()
+    raise ConfigError("tvm-ext report runs the bench/ suites of a tvm-ext checkout and found none in "
+                      f"{candidates[0]} or beside the installed tvm_ext; run it from the repository root")
+
+
+def _group_rows(rows: Sequence[dict]) -> dict[str, list[dict]]:
+    grouped: dict[str, list[dict]] = {}
+    for rec in rows:
+        if isinstance(rec, dict):
+            grouped.setdefault(str(rec.get("bench", "")), []).append(rec)
+    return grouped
+
+
+def _read_rows(path: Path) -> dict[str, list[dict]]:
+    try:
+        return _group_rows(json.loads(path.read_text()))
+    except (OSError, json.JSONDecodeError):
+        return {}
 
 
 def run_suite(suite: Suite, size: str, out_dir: str | os.PathLike, *, timeout_s: int | None = None,
               env: dict[str, str] | None = None) -> SuiteResult:
-    """Run one suite script in a subprocess; collect its stdout, JSON lines and plots."""
+    """Run one suite's ``run()`` in a child process; collect its printed tables, rows and plots."""
     if size not in SIZES:
         raise ConfigError(f"report size {size!r}: choose from {', '.join(SIZES)}")
-    out = Path(out_dir)
+    root = bench_root()
+    out = Path(out_dir).resolve()
     rows_dir = out / "data" / suite.name
     rows_dir.mkdir(parents=True, exist_ok=True)
-    for old in rows_dir.glob("*.jsonl"):
-        old.unlink()
-    cmd = [sys.executable, "-m", suite.module, *(("--quick",) if size == "quick" else ()), "--out", str(rows_dir),
-           *suite.extra_args]
+    for old in [*rows_dir.glob("*.jsonl"), rows_dir / "rows.json"]:
+        old.unlink(missing_ok=True)
+    rows_json = rows_dir / "rows.json"
+    cmd = [sys.executable, "-m", "bench.harness", suite.module, "--rows-json", str(rows_json),
+           *(("--quick",) if size == "quick" else ()), "--out", str(rows_dir), *suite.extra_args]
+    child_env = {**os.environ, **(env or {})}
+    child_env["PYTHONPATH"] = os.pathsep.join([str(root), *filter(None, [child_env.get("PYTHONPATH")])])
     t0 = time.perf_counter()
     status, error = "ok", ""
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s or suite.timeout_s,
-                              env={**os.environ, **(env or {})})
+                              env=child_env, cwd=root)
         stdout = proc.stdout
         if proc.returncode != 0:
             status = "failed"
@@ -289,7 +319,7 @@ def run_suite(suite: Suite, size: str, out_dir: str | os.PathLike, *, timeout_s:
         stdout = e.stdout.decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
         status, error = "timeout", f"no result within {timeout_s or suite.timeout_s} s"
     seconds = time.perf_counter() - t0
-    result = SuiteResult(suite, status, seconds, stdout, _read_rows(rows_dir), error=error)
+    result = SuiteResult(suite, status, seconds, stdout, _read_rows(rows_json), error=error)
     if suite.plot is not None and result.rows:
         try:
             result.plots = suite.plot(result.rows, out / "plots")
@@ -314,7 +344,7 @@ def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:
     lines = [f"# tvm-ext benchmark report ({size})", "",
              f"{time.strftime('%Y-%m-%d %H:%M:%S')}; {_machine_line()}", "",
              "Every table below is printed by its `bench/` script in this run; ratios compare peers measured "
-             "in the same run.  Raw rows: `data/<suite>/*.jsonl`.", "",
+             "in the same run.  Raw rows: `data/<suite>/rows.json` and `*.jsonl`.", "",
              table(["suite", "status", "seconds", "rows", "plots", "note"],
                    [[r.suite.name, r.status, round(r.seconds, 1), sum(len(v) for v in r.rows.values()),
                      len(r.plots), r.error[:100]] for r in results]), ""]
