@@ -260,6 +260,8 @@ def test_cli_cg_json_and_text(capsys):
     for key in ("converged", "iterations", "residual", "t_iter_fused", "t_iter_unfused", "t_iter_numpy"):
         assert key in data
     assert data["converged"] and data["made_spd"] is False and len(data["residual"]) == 2
+    assert main(["cg", "LFAT5", "--n", "2", "--json", "--repeat", "1", "--rtol", "1e-6"]) == 0   # scipy's name
+    assert json.loads(capsys.readouterr().out)["tol"] == 1e-6
     assert main(["cg", "nasa4704", "--n", "1", "--repeat", "1"]) == 0
     out = capsys.readouterr().out
     assert "made SPD with make_spd" in out and "modelled DRAM-traffic reduction" in out

@@ -1,4 +1,4 @@
-"""``tvm-ext cg NAME|FILE --n 8 [--tol] [--maxiter]``: Block CG (GOGETA Alg. 1), fused vs unfused vs peers.
+"""``tvm-ext cg NAME|FILE --n 8 [--rtol] [--maxiter]``: Block CG (GOGETA Alg. 1), fused vs unfused vs peers.
 
 Solves ``A X = B`` for a random ``B`` with ``N`` columns using the fused TVM
 kernels, the unfused ones, a numpy/scipy Block CG and ``scipy.sparse.linalg.cg``
@@ -30,7 +30,8 @@ def register(subparsers, common) -> None:
                               help="Block CG on fused vs unfused TVM kernels vs numpy/scipy, with modelled traffic")
     p.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file (SPD)")
     p.add_argument("--n", type=size("--n"), default=8, help="right-hand sides N (default 8)")
-    p.add_argument("--tol", type=real("--tol", 0.0, 1.0, low_open=True, high_open=True), default=1e-8, help="relative residual per column (default 1e-8)")
+    p.add_argument("--rtol", "--tol", dest="tol", metavar="RTOL", type=real("--rtol", 0.0, 1.0, low_open=True, high_open=True), default=1e-8,
+                   help="stop each column at ||b - Ax|| <= RTOL ||b|| (scipy's rtol; --tol is the old name; default 1e-8)")
     p.add_argument("--maxiter", type=size("--maxiter"), default=None, help="iteration limit (default 10 x rows)")
     p.add_argument("--make-spd", action="store_true", help="make the matrix SPD first (always for pattern files)")
     p.add_argument("--seed", type=seed(), default=0, help="seed of the random right-hand sides")
