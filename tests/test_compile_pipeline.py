@@ -98,6 +98,7 @@ def test_each_pass_runs_in_a_users_own_sequential():
 
     from tvm_ext.compile_steps import passes as P
     from tvm_ext.compile_steps.placement import ATTR_SCHEDULE, placement
+    from tvm_ext.compile_steps.sparse_offload import OPERAND_ATTR
 
     mod, ref = _two_same_shape_matmuls()
     seq = tvm.transform.Sequential([
@@ -107,7 +108,10 @@ def test_each_pass_runs_in_a_users_own_sequential():
     with tvm_ext.default_target():
         out = seq(mod)
     assert sorted(t for t, _ in placement(out).values()) == ["accel", "llvm/sparse-executor"]
-    kernels = [f for _, f in out.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    funcs = [f for _, f in out.functions.items() if isinstance(f, tvm.tirx.PrimFunc)]
+    sparse = [f for f in funcs if OPERAND_ATTR in f.attrs]  # the executor, embedded as generated
+    kernels = [f for f in funcs if OPERAND_ATTR not in f.attrs]
+    assert len(sparse) == 1 and bool(sparse[0].attrs["tirx.is_scheduled"]) and ATTR_SCHEDULE not in sparse[0].attrs
     assert kernels and all(str(f.attrs[ATTR_SCHEDULE][0]) == "default" for f in kernels)
     x = _rng_inputs(mod)
     got = _run(tvm.compile(out, tvm_ext.default_target()), x)

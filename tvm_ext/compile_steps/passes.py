@@ -117,8 +117,8 @@ def OffloadSparseMatmuls(target: Any = None, *, to_sextans: bool = False, engine
     """Products with a constant operand at most ``threshold`` dense -> sparse kernels.
 
     With ``to_sextans`` they become ``sextans_spmm`` calls for :func:`PartitionForSextans`;
-    otherwise the llvm sparse executor or the fused GCN layer (packed kernels registered
-    in this process, called after :func:`MaterializePackedCalls`)."""
+    otherwise the llvm sparse executor or the fused GCN layer: their PrimFuncs join the module
+    (``R.call_tir``, the matrix's arrays as constants), so the model exports whole."""
     from tvm_ext.compile_steps.sparse_offload import offload_sparse_matmuls
 
     if not 0.0 <= float(threshold) <= 1.0:
@@ -128,15 +128,16 @@ def OffloadSparseMatmuls(target: Any = None, *, to_sextans: bool = False, engine
     def run(mod, ctx):
         new, rewrites, _ = offload_sparse_matmuls(mod, target=_target(target), engine=True if to_sextans else None,
                                                   engine_name=engine_name, threshold=threshold, fuse_gcn=fuse_gcn)
-        kernels = []
+        kernels: dict[str, dict] = {}  # by TIR function: a matrix used twice alike shares its kernel
         for rw in rewrites:
             where = "sextans" if rw.where == "sextans" else f"llvm/{rw.where}"
             detail = rw.detail + (f"; {rw.fallback}" if rw.fallback else "")
             new = pl.place(new, rw.op_ids, where, detail)
             if rw.kernel is not None:
-                kernels.append({"name": rw.symbol, "target": where, "schedule": rw.where, "detail": detail,
-                                "ops": [lbl.split("(")[0] for lbl in rw.ops], "in_process": True})
-        return pl.add_kernels(new, kernels) if kernels else new
+                rec = kernels.setdefault(rw.symbol, {"name": rw.symbol, "target": where, "schedule": rw.where,
+                                                     "detail": detail, "ops": []})
+                rec["ops"] += [lbl.split("(")[0] for lbl in rw.ops]
+        return pl.add_kernels(new, list(kernels.values())) if kernels else new
 
     return run
 

@@ -15,7 +15,15 @@ density at most ``threshold`` and sends it to one of three places:
   multiply the sparse work by more than ``fuse_ratio``;
 * ``"sparse-executor"``: otherwise the inspector/executor of
   :func:`schedules.sparse.inspect` (format chosen from the matrix) runs it on
-  llvm, called from the Relax VM through ``R.call_dps_packed``.
+  llvm.
+
+The llvm kernels go into the module itself: the executor's (or fused layer's)
+PrimFunc becomes a TIR function of the IRModule, called with ``R.call_tir``;
+the format's arrays (row pointers, indices, values, row partition) are
+``relax.const`` arguments and its scalars (alpha, beta, block grid) are bound
+into the PrimFunc (:func:`embed_kernel`).  The model then builds into one
+executable that exports like any other.  The PrimFuncs are marked
+``tirx.is_scheduled`` so the llvm schedule rules leave them as generated.
 
 A right operand ``X @ W`` with ``W`` sparse is computed as ``(Wᵀ @ Xᵀ)ᵀ``.
 
@@ -34,13 +42,17 @@ from typing import Any
 
 import numpy as np
 
-from tvm_ext.compile_steps.placement import op_id
+from tvm_ext.compile_steps.placement import ATTR_MEMBERS, op_id
+from tvm_ext.errors import ScheduleError
 
 __all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "materialize_packed", "DEFAULT_THRESHOLD",
-           "DEFAULT_MIN_ELEMENTS", "PACKED_ATTR", "packed_kernel"]
+           "DEFAULT_MIN_ELEMENTS", "PACKED_ATTR", "OPERAND_ATTR", "packed_kernel", "embed_kernel"]
 
 #: PrimFunc attribute of a stand-in: the symbol of the packed kernel it stands for.
 PACKED_ATTR = "tvm_ext.packed"
+#: PrimFunc attribute of an embedded sparse kernel: the digest of the constant matrix it was built for
+#: (one kernel per matrix and plan, as the matrices' arrays are arguments).
+OPERAND_ATTR = "tvm_ext.sparse_operand"
 
 #: Density at or below which a constant matmul operand counts as sparse.
 DEFAULT_THRESHOLD = 0.1
@@ -60,7 +72,7 @@ class SparseRewrite:
     detail: str
     ops: list[str] = field(default_factory=list)  # what it replaced, readable
     op_ids: list[int | None] = field(default_factory=list)  # placement.op_id of the replaced op calls
-    kernel: Any = None  # the registered callable (llvm kernels: has .time())
+    kernel: Any = None  # the GlobalVar of the embedded TIR kernel (llvm placements)
     fallback: str = ""  # why a preferred placement was not used
     matrix: Any = None  # the sparse constant (CSR), kept for Sextans' tuning records
 
@@ -100,45 +112,6 @@ def _shape(expr: Any) -> tuple[int, ...] | None:
         return tuple(int(d) for d in expr.ty.shape.values)
     except (AttributeError, TypeError, ValueError):
         return None
-
-
-class _ExecutorKernel:
-    """DPS packed function ``f(B, out)``: ``out = A @ B`` with a compiled sparse executor."""
-
-    def __init__(self, plan: Any, target: Any):
-        self.plan = plan
-        self.executor = plan.build(target, kind="spmm")
-
-    def __call__(self, b: Any, out: Any) -> None:
-        self.executor(b, out=out)
-
-    def time(self, b: Any) -> float:
-        return float(self.executor.time(b, repeat=3, min_repeat_ms=20).min)
-
-
-class _FusedGcnKernel:
-    """DPS packed function ``f(X, W, out)``: ``out = (A @ X) @ W`` with the fused GCN layer.
-
-    The VM's tensors go straight into the layer's kernels (its ``storage`` names the
-    buffers); a layer without that interface is called on numpy copies instead."""
-
-    def __init__(self, layer: Any):
-        self.layer = layer
-        st = getattr(layer, "storage", None)
-        self.direct = (isinstance(st, dict) and {"X0", "W", "X1"} <= set(st)
-                       and all(len(step) > 1 or "Z" not in step for step in getattr(layer, "steps", [("Z",)])))
-
-    def __call__(self, x: Any, w: Any, out: Any) -> None:
-        if self.direct:
-            st = self.layer.storage
-            env = {st["X0"]: x, st["W"]: w, st["X1"]: out}
-            for k in self.layer.kernels:
-                k(env)
-            return
-        out.copyfrom(self.layer(x.numpy(), w.numpy()))
-
-    def time(self, x: Any, w: Any) -> float:
-        return float(self.layer.time(x.numpy(), w.numpy(), repeat=3))
 
 
 _PACKED: dict[str, Any] = {}  # symbol -> kernel registered in this process (content-named: one per matrix)
@@ -216,16 +189,37 @@ def _make_mutator():
 
         def _executor(self, A, B, label, fallback: str = ""):
             from schedules.sparse import inspect
+            from schedules.sparse.executors import kernels_for
+            from tvm_ext.target import num_threads
 
             n = _shape(B)[1]
             plan = inspect(A, n)
-            kernel = _ExecutorKernel(plan, self.options["target"])
-            symbol = f"tvm_ext.sparse.{_digest(A, plan.label)}"
-            _register(symbol, kernel)
-            self.rewrites.append(SparseRewrite("sparse-executor", symbol, A.shape, int(A.nnz), n,
+            fmt, target = plan.format, self.options["target"]
+            kernels = kernels_for(fmt)
+            kernels.check(fmt)
+            params = kernels.resolve(fmt, kernels.params_cls(), "float32", "spmm", n, target)
+            func = kernels.primfunc(fmt, params, "spmm", False)
+            arrays = kernels.arrays(fmt, params, "spmm", False, num_threads())
+            scalars = [int(v) for v in kernels.scalars(fmt, False)]
+            # (*format arrays, *partition arrays, B, C_in, C_out, *scalars, alpha, beta); beta = 0,
+            # so C_in is C_out (the executor's contract allows it)
+            n_arr = len(arrays)
+            roles = ([("const", a) for a in arrays] + [("input", B), ("same", n_arr + 2),
+                                                        ("output", (A.shape[0], n))]
+                     + [("value", v) for v in scalars] + [("value", 1.0), ("value", 0.0)])
+            digest = _digest(A, plan.label, n)
+            out, gv = self._embed(func, roles, f"sparse_{fmt.name}", digest, [label.split("(")[0]])
+            self.rewrites.append(SparseRewrite("sparse-executor", gv.name_hint, A.shape, int(A.nnz), n,
                                                f"{plan.label} executor ({plan.choice.reason})", [label],
-                                               [self._id], kernel, fallback))
-            return self._placeholder(symbol, [B], (A.shape[0], n))
+                                               [self._id], gv, fallback))
+            return out
+
+        def _embed(self, func, roles, name: str, digest: str, members: list[str]):
+            """``call_tir`` of ``func`` added to the module (see :func:`embed_kernel`); (call, GlobalVar)."""
+            prim, args, out_ty = embed_kernel(func, roles)
+            prim = prim.with_attr(OPERAND_ATTR, digest).with_attr(ATTR_MEMBERS, members)
+            gv = self.builder_.add_func(prim, name)
+            return relax.call_tir(gv, args, out_ty=out_ty), gv
 
         def _sextans(self, A, B, label):
             from tvm_ext.spmm_engine.relax_op import SPMM_FUNC, spmm_primfunc
@@ -261,15 +255,18 @@ def _make_mutator():
             except Exception as e:  # noqa: BLE001 - the fused kernel is optional: fall back, say why
                 reason = f"fused GCN kernel unavailable ({type(e).__name__}: {str(e).splitlines()[0][:120]})"
                 return self._executor(A, B, label, fallback=reason)
-            kernel = _FusedGcnKernel(layer)
-            symbol = f"tvm_ext.gcn.{_digest(A, xs, ws)}"
-            _register(symbol, kernel)
+            roles = _layer_roles(layer, X, W)
+            if roles is None:
+                return self._executor(A, B, label, fallback=f"fused GCN layer runs in {len(layer.kernels)} "
+                                                            "steps; one kernel is embedded per product")
             inner_label = f"matmul(X {xs[0]}x{xs[1]}, W {ws[0]}x{ws[1]})"
+            out, gv = self._embed(layer.kernels[0].prim_func, roles, "gcn_fused_layer", _digest(A, xs, ws),
+                                  ["matmul", "matmul"])
             self.rewrites.append(SparseRewrite(
-                "gcn-fused", symbol, A.shape, int(A.nnz), ws[1],
+                "gcn-fused", gv.name_hint, A.shape, int(A.nnz), ws[1],
                 f"GOGETA-fused GCN layer (A·X)·W, steps {layer.steps}", [inner_label, label],
-                [op_id(inner), self._id], kernel))
-            return self._placeholder(symbol, [X, W], (A.shape[0], ws[1]))
+                [op_id(inner), self._id], gv))
+            return out
 
     return _SparseMatmuls
 
@@ -282,6 +279,88 @@ def _stand_in(in_shapes: list, out_shape: tuple[int, int]):
     ins = [te.placeholder(s, "float32", name=f"in{i}") for i, s in enumerate(in_shapes)]
     out = te.compute(out_shape, lambda i, j: tvm.tirx.const(0, "float32"), name="out")
     return te.create_prim_func([*ins, out]).without_attr("global_symbol")
+
+
+def embed_kernel(func: Any, roles: list[tuple[str, Any]]) -> tuple[Any, list, Any]:
+    """``func`` made callable by ``R.call_tir``: its parameters bound or reordered by ``roles``.
+
+    One role per parameter of ``func``, in order:
+
+    * ``("const", ndarray)``: an argument known at compile time (a ``relax.const``);
+    * ``("input", relax expr)``: an argument of the call;
+    * ``("output", shape)``: a float32 output the VM allocates (outputs follow the inputs);
+    * ``("same", j)``: the same buffer as parameter ``j`` (bound with ``specialize``);
+    * ``("value", number)``: a scalar bound into the function.
+
+    Returns the PrimFunc (``tirx.is_scheduled``, no global symbol), the call's arguments and its
+    output type.
+
+    >>> import numpy as np
+    >>> from tvm.script import tirx as T
+    >>> from tvm import relax
+    >>> @T.prim_func(s_tir=True)
+    ... def scale(a: T.Buffer((4,), "float32"), y: T.Buffer((4,), "float32"), s: T.float32):
+    ...     for i in range(4):
+    ...         with T.sblock("y"):
+    ...             vi = T.axis.spatial(4, i)
+    ...             y[vi] = a[vi] * s
+    >>> f, args, ty = embed_kernel(scale, [("const", np.ones(4, "float32")), ("output", (4,)), ("value", 2.0)])
+    >>> [p.name for p in f.params], len(args), bool(f.attrs["tirx.is_scheduled"])
+    (['a', 'y'], 1, True)
+    """
+    import tvm
+    from tvm import relax
+
+    params = list(func.params)
+    if len(roles) != len(params):
+        raise ScheduleError(f"embed_kernel: {len(roles)} roles for {len(params)} parameters")
+    binds = {}
+    for p, (kind, v) in zip(params, roles):
+        if kind == "value":
+            binds[p] = tvm.tirx.const(v, str(p.ty.dtype))
+        elif kind == "same":
+            binds[p] = params[v]
+    if binds:
+        func = func.specialize(binds)
+    kept = [r for r in roles if r[0] not in ("value", "same")]
+    new_params = list(func.params)
+    if len(new_params) != len(kept):
+        raise ScheduleError("embed_kernel: specialize kept an unexpected parameter list")
+    ins = [(p, r) for p, r in zip(new_params, kept) if r[0] in ("const", "input")]
+    outs = [(p, r) for p, r in zip(new_params, kept) if r[0] == "output"]
+    func = tvm.tirx.PrimFunc([p for p, _ in ins] + [p for p, _ in outs], func.body, func.ret_type, func.attrs)
+    func = func.without_attr("global_symbol").with_attr("tirx.is_scheduled", True)
+    args = [relax.const(np.ascontiguousarray(v)) if kind == "const" else v for _, (kind, v) in ins]
+    tys = [relax.TensorType(tuple(int(d) for d in shape), "float32") for _, (_, shape) in outs]
+    return func, args, tys[0] if len(tys) == 1 else tys
+
+
+def _layer_roles(layer: Any, X: Any, W: Any) -> list[tuple[str, Any]] | None:
+    """Roles (:func:`embed_kernel`) of a one-kernel fused GCN layer's PrimFunc, else None.
+
+    The kernel's own arguments (``GroupKernel.args``) are its format and part arrays (constants),
+    the environment's tensors ``X0``/``W`` (inputs) and ``X1`` (the output), and its scalars."""
+    import tvm
+
+    kernels = [k for k in layer.kernels if k is not None]
+    st = layer.storage
+    if len(kernels) != 1 or len(layer.kernels) != 1:
+        return None
+    (kernel,) = kernels
+    tensors = {st["X0"]: ("input", X), st["W"]: ("input", W), st["X1"]: ("output", (layer.n, layer.n_out))}
+    if len(tensors) != 3 or set(kernel.storage) != set(tensors):
+        return None
+    roles = []
+    for a in kernel.args({name: name for name in tensors}):
+        if isinstance(a, str):
+            roles.append(tensors[a])
+        elif isinstance(a, tvm.runtime.Tensor):
+            roles.append(("const", a.numpy()))
+        else:
+            roles.append(("value", a))
+    if [r[0] for r in roles].count("output") != 1:
+        return None
+    return roles
 
 
 def materialize_packed(mod: Any, placeholders: dict[str, str] | None = None) -> Any:
