@@ -41,6 +41,8 @@ __all__ = [
     "make_kernel",
     "Plan",
     "plan_mappings",
+    "simulate_plan",
+    "plan_cycles",
     "mapping_rank",
     "real_calls",
     "compute_blocks",
@@ -537,15 +539,26 @@ class Plan:
     """Candidate mappings per block (best first), and the program to rebuild the kernel from.
 
     ``program`` is ``None`` when the kernel is tensorized as written.
+    ``covers`` holds the blocks no single instruction computes, each with the
+    several mappings (one program, disjoint statements) that compute it
+    together, e.g. fill + scale + accumulate for a depthwise convolution on
+    fixed-size element-wise units.
     """
 
     candidates: dict[str, list]
     program: Any = None
+    covers: dict[str, list] = field(default_factory=dict)
 
     @property
     def blocks(self) -> dict[str, Any]:
-        """The first-choice mapping of each block."""
-        return {b: ms[0] for b, ms in self.candidates.items()}
+        """The first-choice mapping of each block (for a covered block: the one that reduces)."""
+        out = {b: ms[0] for b, ms in self.candidates.items()}
+        out.update({b: ms[-1] for b, ms in self.covers.items()})
+        return out
+
+    def cover(self, block: str) -> list:
+        """The mappings that compute ``block``, in statement order (one unless it is covered)."""
+        return list(self.covers[block]) if block in self.covers else [self.candidates[block][0]]
 
     @property
     def structural(self) -> list[str]:
@@ -569,7 +582,10 @@ def plan_mappings(func, mappings: Sequence[Any], cost_model: Any = None) -> Plan
     transform sequence (e.g. factorization) giving the least ISAMIR work and
     covering the most compute blocks is chosen; its program is rebuilt and the
     mappings of every program reached by that sequence plus schedule-level
-    transforms are its candidates.
+    transforms are its candidates.  A block that neither way computes with one
+    instruction gets the cheapest set of schedule-level mappings that compute
+    it together (:attr:`Plan.covers`), as a depthwise convolution on the
+    accelerator's fixed 32x32 element-wise units.
     """
     from tvm_ext.errors import MappingError
 
@@ -598,10 +614,82 @@ def plan_mappings(func, mappings: Sequence[Any], cost_model: Any = None) -> Plan
             best, best_key = Plan(chosen, base), key
     if best is not None and (not direct or best_key[0] == 0):
         return best
-    if direct:
-        return Plan({b: sorted(ms, key=rank) for b, ms in direct.items()})
+    multi = _multi_instruction_covers(mappings, [b for b in wanted if b not in direct], cost_model)
+    if direct or multi:
+        return Plan({b: sorted(ms, key=rank) for b, ms in direct.items()}, covers=multi)
     raise MappingError(f"no mapping covers any compute block of the kernel ({', '.join(wanted)}): "
                        f"{len(mappings)} mappings found, none computes a whole block")
+
+
+def _multi_instruction_covers(mappings, blocks: Sequence[str], cost_model: Any = None) -> dict[str, list]:
+    """For each block no single mapping computes: the cheapest set of schedule-level mappings
+    of one program that together compute all its statements (ISA Mapper §2.4 selection,
+    :func:`tensorize.selection.rank_selections`, cycle cost by default)."""
+    from tensorize.selection import CycleCostModel, rank_selections
+
+    out: dict[str, list] = {}
+    for b in blocks:
+        pool = [m for m in mappings if origin_block(m) == b and not structural_transforms(m)]
+        for sel in rank_selections(pool, cost_model or CycleCostModel()):
+            stmts = set(_block_statements(sel.program, b, False))
+            if sel.mappings and stmts and not (set(sel.uncovered) & stmts):
+                chosen = [m for m in sel.mappings if set(m.statement_map) & stmts]
+                out[b] = sorted(chosen, key=lambda m: min(m.statement_map))
+                break
+    return out
+
+
+def simulate_plan(plan: Plan, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Run the planned program on numpy ``inputs`` with every planned block done as instruction calls.
+
+    All the plan's mappings must share one program (the same transform
+    sequence); the statements none covers run as scalar ISAMIR.  ``inputs``
+    are named as the program's input buffers (before any pad layout).
+
+    >>> k = depthwise_conv2d(1, 4, 6, 3, pad=1)
+    >>> from tensorize.search import find_mappings
+    >>> plan = plan_mappings(k.prim_func(), find_mappings(k.prim_func(), "accel", block=["depthwise"]))
+    >>> [m.instruction.name for m in plan.cover("depthwise")]
+    ['fill_32x32', 'scale_32x32', 'iadd_32x32']
+    >>> x, w = k.random_inputs()
+    >>> out = simulate_plan(plan, {"pad": np.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)]), "W": w})
+    >>> bool(np.allclose(out["depthwise"], k.reference(x, w), atol=1e-5))
+    True
+    """
+    from tensorize.isamir import collect_outputs, prepare_arrays, run_statement
+    from tvm_ext.errors import MappingError
+
+    chosen = [m for b in plan.blocks for m in plan.cover(b)]
+    programs = {m.program.key for m in chosen}
+    if len(programs) != 1:
+        raise MappingError(f"simulate_plan: the plan's mappings live on {len(programs)} different programs; "
+                           "pick candidates with one transform sequence")
+    program = chosen[0].program
+    first = {min(m.statement_map): m for m in chosen}
+    covered = set().union(*(set(m.statement_map) for m in chosen))
+    arrays = prepare_arrays(program, inputs)
+    for k in range(len(program.statements)):
+        if k in first:
+            first[k]._run_calls(arrays)
+        elif k not in covered:
+            run_statement(program, k, arrays)
+    return collect_outputs(program, arrays)
+
+
+def plan_cycles(plan: Plan, cost_model: Any = None) -> float:
+    """Modelled cycles of the plan's instruction calls: ``calls x per-call cost`` summed
+    (:class:`tensorize.selection.CycleCostModel` unless ``cost_model`` is given).
+
+    >>> from tensorize.search import find_mappings
+    >>> k = matmul(64, 64, 64)
+    >>> plan = plan_mappings(k.prim_func(), find_mappings(k.prim_func(), "accel", block=["C"]))
+    >>> plan_cycles(plan) >= 8 * (16 + 32768 / 1024)    # at least 8 calls of matmul_32x32x32
+    True
+    """
+    from tensorize.selection import CycleCostModel
+
+    model = cost_model or CycleCostModel()
+    return float(sum(model.cost(m.instruction, m) for b in plan.blocks for m in plan.cover(b)))
 
 
 def _by_structure(mappings) -> dict:
@@ -614,11 +702,31 @@ def _by_structure(mappings) -> dict:
 
 
 def _base_program(group):
-    """The program of the group reached by structural transforms alone (no buffer layouts)."""
+    """The program of the group reached by structural transforms alone (no buffer layouts).
+
+    When every mapping of the group also went through a layout-changing
+    schedule-level transform (``pad`` rounding extents up to a fixed-size
+    instruction, as on the accelerator), the structural steps are replayed on
+    the kernel as imported instead.
+    """
+    from tensorize.transforms import apply_steps
+    from tvm_ext.errors import TvmExtError
+
     plain = [m.program for m in group if all(b.layout == () for b in m.program.buffers)]
     exact = [m.program for m in group if not (set(transform_names(m)) & SCHEDULE_LEVEL_TRANSFORMS)
              and all(b.layout == () for b in m.program.buffers)]
-    return (exact or plain or [None])[0]
+    if exact or plain:
+        return (exact or plain)[0]
+    for m in group:
+        if getattr(m, "source", None) is None:
+            continue
+        try:
+            base = apply_steps(m.source, structural_transforms(m))
+        except TvmExtError:  # a step that only applies after its schedule-level companions
+            continue
+        if all(b.layout == () for b in base.buffers):
+            return base
+    return None
 
 
 def _cover_program(prog, group, rank=mapping_rank) -> tuple[dict, int]:
@@ -844,6 +952,11 @@ def tensorized(kernel: Kernel | Any, isa: str = "x86", *, impl: str = "micro", t
     if mappings is None:
         mappings = find_mappings(func, isa, block=compute_blocks(func), kinds=kinds)
     plan = plan_mappings(func, mappings, cost_model)
+    if plan.covers:
+        from tvm_ext.errors import MappingError
+
+        raise MappingError(f"{kernel.name}: block(s) {', '.join(plan.covers)} need several instructions "
+                           f"together, which the TVM emitter does not emit (simulate_plan runs them)")
     if plan.program is not None:
         func = rebuild(kernel, plan.program)
     sch = s_tir.Schedule(func)

@@ -263,3 +263,31 @@ def test_map_cli_sepconv_on_the_accelerator_pads_and_factorizes(capsys):
     for e in sel.values():
         names = [t.split("(")[0] for t in e["transforms"]]
         assert "factorization" in names and "pad" in names
+
+
+def test_map_cli_depthwise_on_the_accelerator_is_covered_by_several_instructions(capsys):
+    code, data, _ = _map_json(capsys, "depthwise", "--isa", "accel", "--size", "hw=6", "--size", "c=8")
+    assert code == 0
+    cover = data["selected"]["depthwise"]["cover"]
+    assert [e["instruction"] for e in cover][0] == "fill_32x32" and len(cover) >= 2
+    stmts = [s for e in cover for s in e["statements"]]
+    assert len(stmts) == len(set(stmts))  # disjoint statements
+    assert data["selected"]["depthwise"]["instruction"] == cover[-1]["instruction"]
+
+
+def test_depthwise_plan_on_the_accelerator_computes_torch_depthwise_conv():
+    import torch
+
+    from tensorize.search import find_mappings
+
+    k = K.depthwise_conv2d(1, 8, 7, 3, pad=1)
+    func = k.prim_func()
+    plan = K.plan_mappings(func, find_mappings(func, "accel", block=K.compute_blocks(func)))
+    x, w = k.random_inputs(seed=3)
+    out = K.simulate_plan(plan, {"pad": np.pad(x, [(0, 0), (1, 1), (1, 1), (0, 0)]), "W": w})["depthwise"]
+    ref = torch.nn.functional.conv2d(torch.from_numpy(x).permute(0, 3, 1, 2),
+                                     torch.from_numpy(w).permute(2, 0, 1)[:, None], padding=1, groups=8)
+    np.testing.assert_allclose(out, ref.permute(0, 2, 3, 1).numpy(), rtol=1e-5, atol=1e-5)
+    assert K.plan_cycles(plan) > 0
+    with pytest.raises(MappingError, match="several instructions"):
+        K.tensorized(k, "accel")

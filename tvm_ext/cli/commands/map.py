@@ -156,6 +156,8 @@ def run(args) -> Output:
     mappings = sorted(find_mappings(func, target, block=blocks, instructions=args.instruction), key=mapping_rank)
     plan = plan_mappings(func, mappings)
     selected = {b: _entry(m) | {"rank": mappings.index(m)} for b, m in plan.blocks.items()}
+    for b, cover in plan.covers.items():  # several instructions compute this block together
+        selected[b]["cover"] = [_entry(m) | {"rank": mappings.index(m)} for m in cover]
     auto: dict[str, dict[str, bool]] = {}
     for m in plan.blocks.values():
         if m.instruction.name not in auto:
@@ -241,10 +243,11 @@ def _render(data: dict, mappings, plan, limit: int) -> str:
     for n, m in enumerate(mappings[:limit]):
         lines.append(f"  [{n}] {m.summary()}")
     lines += ["", "selected (per block) and its transform sequence:"]
-    for b, m in plan.blocks.items():
-        seq = " > ".join(str(t) for t in m.transforms) or "(none)"
-        lines.append(f"  {b}: {m.instruction.name} {dict(m.axis_map)}; transforms: {seq}")
-        lines += ["    " + ln for ln in m.listing().splitlines()]
+    for b in plan.blocks:
+        for m in plan.cover(b):
+            seq = " > ".join(str(t) for t in m.transforms) or "(none)"
+            lines.append(f"  {b}: {m.instruction.name} {dict(m.axis_map)}; transforms: {seq}")
+            lines += ["    " + ln for ln in m.listing().splitlines()]
     if data["rebuilt_from_transformed_program"]:
         lines.append("  (the kernel is rebuilt from the transformed ISAMIR program before tensorizing)")
     lines.append("")
