@@ -481,10 +481,23 @@ def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None) -> HYB:
 
 
 def _sell_order(lens: np.ndarray, sigma: int) -> np.ndarray:
-    """``perm[new] = old``: rows by decreasing length inside each window of ``sigma`` rows."""
-    longest = int(lens.max()) if lens.size else 0
-    window = np.arange(lens.size, dtype=np.int64) // sigma
-    return np.argsort(window * (longest + 1) + (longest - lens), kind="stable")
+    """``perm[new] = old``: rows by decreasing length inside each window of ``sigma`` rows.
+
+    One stable sort per window (the lengths as a windows x sigma array, sorted
+    along its rows), not a sort of every row's (window, length) key.
+    """
+    m = lens.size
+    if m == 0:
+        return np.zeros(0, dtype=np.int64)
+    sigma = min(sigma, m)
+    longest = int(lens.max())
+    pad = (-m) % sigma
+    key = np.empty(m + pad, dtype=np.int32 if longest < _INT32_MAX else np.int64)
+    np.subtract(longest, lens, out=key[:m], casting="unsafe")
+    key[m:] = longest + 1  # the last window's missing rows sort after its real ones
+    order = np.argsort(key.reshape(-1, sigma), axis=1, kind="stable").astype(np.int64, copy=False)
+    order += np.arange(0, m + pad, sigma, dtype=np.int64)[:, None]
+    return order.reshape(-1)[:m]
 
 
 def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) -> SELL:
@@ -513,17 +526,20 @@ def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) 
     ptr = np.zeros(n_slices + 1, dtype=np.int64)
     np.cumsum(width * C, out=ptr[1:])
     total = int(ptr[-1])
-    # every slot starts as a pad: value 0, column = its row's last real column (0 for empty/scratch rows)
-    slot_slice = np.repeat(np.arange(n_slices, dtype=np.int64), width * C)
-    lane = (np.arange(total, dtype=np.int64) - ptr[slot_slice]) % C
+    # every slot starts as a pad: value 0, column = its row's last real column (0 for empty/scratch
+    # rows); slot (s, j, r) sits at ptr[s] + j*C + r, so repeating slice s's C pad columns width[s]
+    # times lays out every slot in order
+    pad_cols = np.concatenate([_last_cols(csr), np.zeros(1, _INDEX)])[perm_full].reshape(n_slices, C)
     col = empty_aligned(total, _INDEX)
-    np.take(np.concatenate([_last_cols(csr), np.zeros(1, _INDEX)]), perm_full[slot_slice * C + lane], out=col)
+    col.reshape(-1, C)[...] = np.repeat(pad_cols, width, axis=0) if total else 0
     data = _zeros(total, csr.data.dtype)
+    # entry j of old row i (new row n) at ptr[n // C] + n % C + (j - indptr[i]) * C: a per-row base
+    # plus j * C
     new_of_old = np.empty(m, dtype=np.int64)
     new_of_old[perm] = np.arange(m, dtype=np.int64)
-    rows = _rows(csr)
-    new = new_of_old[rows]
-    at = ptr[new // C] + _ranks(csr, rows) * C + new % C
+    base = ptr[new_of_old // C] + new_of_old % C - csr.indptr[:-1].astype(np.int64) * C
+    at = np.repeat(base, lens)
+    at += np.arange(0, csr.nnz * C, C, dtype=np.int64)
     data[at] = csr.data
     col[at] = csr.indices
     return SELL(tuple(csr.shape), C, sigma, perm_full.astype(_INDEX), _index(ptr, "sell: padded size"),
