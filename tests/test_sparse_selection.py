@@ -164,3 +164,18 @@ def test_a_non_baseline_choice_is_timed_against_the_best_baseline():
     meas = timed.measurement
     assert set(meas.seconds) == set(labels) and timed.candidate.label == meas.fastest
     assert 0 < meas.row_start < meas.row_stop < A.shape[0] and abs(meas.nnz - 20_000) < 100
+
+
+def test_registered_loader_supplies_the_default_selector(monkeypatch):
+    import schedules.sparse.selection as sel
+    import tvm_ext.tuning
+
+    assert tvm_ext.tuning.trained_selector in sel._selector_loaders  # the tuning package registered itself
+    monkeypatch.setattr(sel, "_default_selector", None)
+    monkeypatch.setattr(sel, "_selector_loaders", [lambda: None, lambda: _Fixed()])
+    monkeypatch.setenv("TVM_EXT_SELECTOR", "")
+    try:
+        assert sel.get_default_selector().name == "fixed"
+        assert select_format(lap2d(20), 4).format == "ell"
+    finally:
+        set_default_selector(None)

@@ -18,7 +18,8 @@ Candidates the representation cannot hold efficiently are excluded with a
 reason (DIA with more slots than ``max_padding x nnz``, ...).  The learned
 selector of the tuning package implements the same :class:`Selector`
 protocol; once trained and saved it is loaded on first use (see
-:data:`DEFAULT_SELECTOR_LOADER`) or installed with :func:`set_default_selector`;
+:data:`SELECTOR_ENTRY_POINTS`, :func:`register_selector_loader`) or installed with
+:func:`set_default_selector`;
 until then the analytic model decides.
 
 >>> from tvm_ext.workloads import lap2d, block_fem
@@ -31,7 +32,7 @@ import importlib
 import os
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 import numpy as np
 import scipy.sparse as sp
@@ -48,6 +49,7 @@ __all__ = [
     "AnalyticCostModel",
     "select_format",
     "set_default_selector",
+    "register_selector_loader",
     "get_default_selector",
     "sparse_features",
 ]
@@ -264,12 +266,34 @@ class AnalyticCostModel:
                       scored=tuple(scores.items()))
 
 
-#: ``module:function`` returning a trained :class:`Selector` (or None); read
-#: from ``$TVM_EXT_SELECTOR`` (``off`` disables).  Named, not imported, so
-#: ``schedules`` keeps no import of the tuning package that trains it.
-DEFAULT_SELECTOR_LOADER = "tvm_ext.tuning.selector:load_default"
+#: Entry-point group of zero-argument functions returning a trained :class:`Selector`
+#: (or None).  The tuning package declares its loader there (setup.cfg) and also
+#: registers it with :func:`register_selector_loader` when imported, so this layer
+#: names no package above it.
+SELECTOR_ENTRY_POINTS = "tvm_ext.selectors"
 
 _default_selector: Selector | None = None
+_selector_loaders: list[Callable[[], Selector | None]] = []
+
+
+def register_selector_loader(loader: Callable[[], Selector | None]) -> None:
+    """Add a function that returns a trained selector or None, tried on first :func:`get_default_selector`.
+
+    >>> register_selector_loader(lambda: None)  # a loader that finds no model
+    """
+    if loader not in _selector_loaders:
+        _selector_loaders.append(loader)
+
+
+def _registered_loaders() -> list[Callable[[], Selector | None]]:
+    from importlib.metadata import entry_points
+
+    loaders = list(_selector_loaders)
+    for ep in entry_points(group=SELECTOR_ENTRY_POINTS):
+        loader = ep.load()
+        if loader not in loaders:
+            loaders.append(loader)
+    return loaders
 
 
 def set_default_selector(selector: Selector | None) -> None:
@@ -279,9 +303,11 @@ def set_default_selector(selector: Selector | None) -> None:
 
 
 def _load_trained_selector() -> Selector | None:
-    spec = os.environ.get("TVM_EXT_SELECTOR", DEFAULT_SELECTOR_LOADER)
-    if spec.lower() in ("off", "none", "analytic", ""):
+    spec = os.environ.get("TVM_EXT_SELECTOR", "")
+    if spec.lower() in ("off", "none", "analytic"):
         return None
+    if not spec:  # the registered loaders; each returns None when it has no model
+        return next((sel for sel in (load() for load in _registered_loaders()) if sel is not None), None)
     module, _, func = spec.partition(":")
     try:
         loader = getattr(importlib.import_module(module), func)

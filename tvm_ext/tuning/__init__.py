@@ -1,4 +1,4 @@
-"""Autotuning for the plugin (issue 8): MetaSchedule where the knob lives in TIR, an XGBoost loop elsewhere.
+"""Autotuning for the plugin: MetaSchedule where the knob lives in TIR, an XGBoost loop elsewhere.
 
 * :mod:`.spaces`: MetaSchedule design spaces from the plugin's own schedules
   (tensorized GEMM, sparse executors x formats, fused block-CG kernels);
@@ -13,7 +13,9 @@
 * :mod:`.rpc`: measuring through a TVM RPC tracker; :mod:`.measure`: the
   builder, runner arguments and evaluator every MetaSchedule run shares.
 
-Names load lazily, so importing the package costs nothing.
+Names load lazily; importing the package registers :func:`trained_selector`
+with :func:`schedules.sparse.selection.register_selector_loader` (it is also
+the package's ``tvm_ext.selectors`` entry point).
 
 >>> from tvm_ext import tuning
 >>> tuning.make_task("gemm", shape=(32, 32, 32)).kind
@@ -67,3 +69,24 @@ __all__ = sorted(_LAZY)
 
 
 __getattr__ = lazy_getattr(__name__, _LAZY, globals())
+
+
+def trained_selector():
+    """The learned format selector saved by ``tvm-ext tune selector``, or None if there is none.
+
+    >>> from schedules.sparse.selection import _selector_loaders
+    >>> trained_selector in _selector_loaders  # registered when the package was imported
+    True
+    """
+    from tvm_ext.tuning.selector import load_default
+
+    return load_default(install=False)
+
+
+def _register() -> None:
+    from schedules.sparse.selection import register_selector_loader
+
+    register_selector_loader(trained_selector)
+
+
+_register()
