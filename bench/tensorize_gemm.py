@@ -46,6 +46,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python, time_tvm  # noqa: E402
+from tvm_ext.timing import numpy_time, settle  # noqa: E402,F401 - numpy_time is this bench's peer timing
 
 #: DeepBench training GEMMs that run in seconds here (M, N, K), then square sizes.
 DEEPBENCH_PICK = ((1760, 16, 1760), (1760, 32, 1760), (1760, 64, 1760), (1760, 128, 1760),
@@ -134,46 +135,6 @@ def metaschedule(func, target, trials: int, builder: str = "inprocess"):
             print(f"  MetaSchedule found no valid schedule ({len(records)} records, e.g. run_secs {errors})")
             return None, tune_s
         return tvm.compile(sch.mod, target=target).mod, tune_s
-
-
-def settle(seconds: float = 0.3) -> None:
-    """Let the previous runtime's spinning worker threads (TVM's or OpenBLAS's) park before timing."""
-    time.sleep(seconds)
-
-
-def _openblas_threads():
-    """(get, set) of numpy's bundled OpenBLAS thread count, or None when not found."""
-    import ctypes
-    import glob
-    import os
-
-    libs = glob.glob(os.path.join(os.path.dirname(np.__file__), "..", "numpy.libs", "libscipy_openblas*.so"))
-    for path in libs:
-        lib = ctypes.CDLL(path)
-        for get, put in (("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
-                         ("openblas_get_num_threads", "openblas_set_num_threads")):
-            if hasattr(lib, get) and hasattr(lib, put):
-                return getattr(lib, get), getattr(lib, put)
-    return None
-
-
-def numpy_time(fn) -> tuple[float, float]:
-    """(seconds with OpenBLAS on the bench's threads, best of that and one thread).
-
-    On a loaded 2-core machine OpenBLAS's spinning threads can stall; the second
-    number is the conservative peer.
-    """
-    threads = _openblas_threads()
-    times = []
-    counts = [None] if threads is None else list(dict.fromkeys((threads[0](), 1)))
-    for n in counts:
-        if n is not None:
-            threads[1](n)
-        settle()
-        times.append(time_python(fn, repeat=5, min_repeat_s=0.1).min)
-    if threads is not None:
-        threads[1](counts[0])
-    return times[0], min(times)
 
 
 def untuned(func, target):

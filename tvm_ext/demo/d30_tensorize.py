@@ -13,8 +13,7 @@ TITLE = "Tensorize: kernels mapped onto x86 instructions, emitted as TensorIntri
 def run():
     import tvm
 
-    from bench.harness import time_tvm
-    from bench.tensorize_gemm import numpy_time
+    from tvm_ext.timing import numpy_time, time_tvm
     from tensorize.kernels import conv2d_nhwc, matmul, separable_conv2d, tensorized
 
     rows, data = [], {}
