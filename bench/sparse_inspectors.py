@@ -12,22 +12,22 @@ non-zeros (``--quick``: three of about 0.3M) -- HPCG's 27-point stencil,
 lap2d, R-MAT, a 3x3 block FEM and pyamg's Q1 elasticity at two sizes -- for
 N in {1, 8, 32, 128}, float32:
 
-* ``inspect + build`` with the kernel cache warm (features, selection, the
-  timing of close candidates and a baseline, the inspector, the executor build): seconds,
-  non-zeros per second, and *executor runs* (that time over the chosen
-  executor's kernel time at the same N).  The goal is <= 20 runs at N = 8;
+* ``inspect`` (features, selection, the timing of close candidates and a
+  baseline, the inspector) and ``build`` (the executor, kernel cache warm),
+  each the fastest of 3 calls; their sum in non-zeros per second and in
+  *executor runs*: over ``run_s``, the median of 10 back-to-back single runs
+  of the chosen executor's kernel (``exe.time``) at the same N.  The goal is
+  <= 20 runs at N = 8.  ``runs_fastest`` divides by the fastest of those 10
+  runs instead (what a quiet machine would give; higher on a busy one);
 * ``regret``: the chosen executor's kernel time over the fastest of a fixed
   set of formats built and timed in the same run (CSR, ELL, SELL-8-256, DIA,
   HYB, BCSR 2x1/3x1/4x1/1x2/2x2/3x3/4x4/6x1, those the model deems feasible),
   the "oracle"; geomean printed at the end.
 
-Kernel times (``run_s``, and every oracle time) are the fastest of 10 single
-runs of ``time_evaluator``, the kernel least disturbed by other load, as the
-selection's own timing does; ``runs_sustained`` divides by the fastest of 5
-repeats of >= 20 ms of back-to-back runs instead (higher on a busy machine).
-``inspect + build`` is the fastest of 3 calls.
+Oracle times are the fastest of 10 single runs of ``time_evaluator``, the
+kernel least disturbed by other load, as the selection's own timing does.
 
-    python -m bench.sparse_inspectors [--quick] [--part formats|selection|all]
+    python -m bench.sparse_inspectors [--quick] [--part formats|selection|all] [--n 8 ...]
 """
 from __future__ import annotations
 
@@ -114,6 +114,16 @@ def _fastest_run(exe, B) -> float:
     return float(exe.time(B, repeat=10, number=1, min_repeat_ms=0).min)
 
 
+def _best_of(f: Callable[[], Any], calls: int = 3) -> tuple[float, Any]:
+    """The fastest of ``calls`` calls of ``f`` (seconds) and the last result."""
+    best, out = float("inf"), None
+    for _ in range(calls):
+        t0 = time.perf_counter()
+        out = f()
+        best = min(best, time.perf_counter() - t0)
+    return best, out
+
+
 def _oracle_candidates(A, n: int, chosen) -> list:
     from schedules.sparse.selection import AnalyticCostModel, sparse_features
 
@@ -122,7 +132,7 @@ def _oracle_candidates(A, n: int, chosen) -> list:
     return keep if chosen in keep else keep + [chosen]
 
 
-def _selection_part(run: BenchRun, quick: bool) -> None:
+def _selection_part(run: BenchRun, quick: bool, n_values: tuple[int, ...] = N_VALUES) -> None:
     from schedules.sparse import inspect
     from schedules.sparse.executors import build_executor
     from schedules.sparse.inspectors import INSPECTORS
@@ -132,19 +142,15 @@ def _selection_part(run: BenchRun, quick: bool) -> None:
     for mname, make in _large_matrices(quick).items():
         A = canonical_csr(make(), dtype="float32")
         built: dict[Any, Any] = {}  # candidate -> format (inspection does not depend on N)
-        for n in N_VALUES:
+        for n in n_values:
             B = rng.uniform(-1, 1, (A.shape[1], n) if n > 1 else A.shape[1]).astype(np.float32)
             kind = "spmv" if n == 1 else "spmm"
             inspect(A, n).build()  # warm the kernel cache (the chosen and the timed candidates)
-            times, plan = [], None
-            for _ in range(3):
-                t0 = time.perf_counter()
-                plan = inspect(A, n)
-                exe = plan.build()
-                times.append(time.perf_counter() - t0)
-            t_inspect = min(times)
-            t_run = _fastest_run(exe, B)
-            t_sustained = float(exe.time(B, repeat=5, number=1, min_repeat_ms=20).min)
+            t_inspect, plan = _best_of(lambda: inspect(A, n))
+            t_build, exe = _best_of(plan.build)
+            t_ib = t_inspect + t_build
+            runs = exe.time(B, repeat=10, number=1, min_repeat_ms=0)  # 10 back-to-back single runs
+            t_run, t_fastest = float(np.median(runs.results)), float(runs.min)
             want = A @ B  # float32 sums of values up to 1e5 (elasticity): compare to the result's scale
             assert np.abs(exe(B) - want).max() <= 1e-4 * max(np.abs(want).max(), 1.0), (mname, n, plan.label)
             oracle: dict[str, float] = {}
@@ -156,20 +162,23 @@ def _selection_part(run: BenchRun, quick: bool) -> None:
             meas = plan.choice.measurement
             run.add({"part": "selection", "matrix": mname, "rows": A.shape[0], "nnz": A.nnz, "n": n,
                      "chosen": plan.label, "measured": sorted(meas.seconds) if meas else [],
-                     "inspect_build_s": t_inspect, "select_s": plan.select_seconds,
-                     "inspector_s": plan.inspect_seconds, "nnz_per_s": A.nnz / t_inspect,
-                     "run_s": t_run, "runs": t_inspect / t_run, "run_sustained_s": t_sustained,
-                     "runs_sustained": t_inspect / t_sustained, "oracle": best,
+                     "measure_s": meas.spent_seconds if meas else 0.0,
+                     "inspect_s": t_inspect, "build_s": t_build, "select_s": plan.select_seconds,
+                     "inspector_s": plan.inspect_seconds, "nnz_per_s": A.nnz / t_ib,
+                     "run_s": t_run, "runs": t_ib / t_run, "run_fastest_s": t_fastest,
+                     "runs_fastest": t_ib / t_fastest, "oracle": best,
                      "oracle_s": oracle[best], "regret": oracle[plan.label] / oracle[best],
                      "oracle_times": oracle})
-            print(f"  {mname} N={n}: {plan.label} {t_inspect * 1e3:.0f} ms = {t_inspect / t_run:.1f} runs, "
+            print(f"  {mname} N={n}: {plan.label} {t_ib * 1e3:.0f} ms = {t_ib / t_run:.1f} runs, "
                   f"oracle {best} regret {oracle[plan.label] / oracle[best]:.2f}", flush=True)
         del built
 
 
 def main() -> None:
     args = bench_args(__doc__.splitlines()[0], part={"default": "all", "choices": ("formats", "selection", "all"),
-                                                     "help": "which part to run (default all)"})
+                                                     "help": "which part to run (default all)"},
+                      n={"type": int, "nargs": "+", "default": list(N_VALUES),
+                         "help": "column counts of the selection part (default 1 8 32 128)"})
     run = BenchRun("sparse_inspectors", out_dir=args.out)
     print(run.header())
     if args.part in ("formats", "all"):
@@ -180,19 +189,19 @@ def main() -> None:
         with_peer = [r["peer_s"] / r["ours_s"] for r in fmt_rows if r["peer_s"]]
         print(f"\ngeomean peer/ours over {len(with_peer)} rows with a scipy peer: {geomean(with_peer):.3f}\n")
     if args.part in ("selection", "all"):
-        _selection_part(run, args.quick)
+        _selection_part(run, args.quick, tuple(args.n))
         sel = [r for r in run.rows if r["part"] == "selection"]
-        print(_table(sel, ["matrix", "nnz", "n", "chosen", "inspect_build_s", "select_s", "inspector_s",
-                           "nnz_per_s", "run_s", "runs", "runs_sustained", "oracle", "regret"]))
+        print(_table(sel, ["matrix", "nnz", "n", "chosen", "inspect_s", "build_s", "select_s", "measure_s",
+                           "inspector_s", "nnz_per_s", "run_s", "runs", "runs_fastest", "oracle", "regret"]))
         at8 = [r for r in sel if r["n"] == 8]
         worst = max(at8, key=lambda r: r["runs"]) if at8 else None
         if worst:
             print(f"\ninspect + build at N=8: worst {worst['runs']:.1f} executor runs ({worst['matrix']}); "
                   f"<= 20 runs on {sum(r['runs'] <= 20 for r in at8)}/{len(at8)} matrices "
-                  f"({sum(r['runs_sustained'] <= 20 for r in at8)}/{len(at8)} against sustained runs)")
+                  f"({sum(r['runs_fastest'] <= 20 for r in at8)}/{len(at8)} against the fastest run)")
         print(f"geomean oracle regret over {len(sel)} cases: {geomean(r['regret'] for r in sel):.3f} "
               f"(worst {max(r['regret'] for r in sel):.2f})")
-        for n in N_VALUES:
+        for n in args.n:
             rows = [r for r in sel if r["n"] == n]
             if rows:
                 print(f"  N={n}: geomean regret {geomean(r['regret'] for r in rows):.3f}, "

@@ -121,7 +121,7 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
       selector.
     * ``measure``: when candidates score within 15% of the best, time them on a
       block of the matrix and keep the fastest (recorded in :meth:`Plan.explain`);
-      ``None`` (default) measures on matrices of 1M non-zeros or more,
+      ``None`` (default) measures on matrices of 250K non-zeros or more,
       ``False`` never.
 
     >>> import numpy as np, scipy.sparse as sp

@@ -15,7 +15,12 @@ each candidate representation:
 * ``C``: written once (read too when ``beta != 0``).
 
 Candidates the representation cannot hold efficiently are excluded with a
-reason (DIA with more slots than ``max_padding x nnz``, ...).  The learned
+reason (DIA with more slots than ``max_padding x nnz``, or with more
+diagonals than ``max_dia_streams``: each diagonal is one more concurrent
+``data`` stream and ``B`` window per row, and past the hardware prefetchers'
+stream count the bytes model flatters DIA -- HPCG's 27-point stencil ran
+1.4x (N=1) to 2x (N=8) slower in DIA than in CSR, though modelled 1.26x
+lighter; 5-point stencils stay within it, ...).  The learned
 selector of the tuning package implements the same :class:`Selector`
 protocol; once trained and saved it is loaded on first use (see
 :data:`SELECTOR_ENTRY_POINTS`, :func:`register_selector_loader`) or installed with
@@ -196,9 +201,11 @@ class AnalyticCostModel:
     name = "analytic"
 
     def __init__(self, *, value_bytes: int = 4, max_padding: float = 3.0,
-                 bcsr_sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8), beta: float = 0.0):
+                 bcsr_sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8), beta: float = 0.0,
+                 max_dia_streams: int = 16):
         self.value_bytes = value_bytes
         self.max_padding = max_padding
+        self.max_dia_streams = max_dia_streams
         self.bcsr_sizes = bcsr_sizes
         self.beta = beta
 
@@ -228,7 +235,10 @@ class AnalyticCostModel:
         elif width:
             excluded["ell"] = f"max row {width} vs mean {f['row_length']['mean']:.1f}: too much padding"
         nd = f["diagonals"]
-        if nd and nd * m <= self.max_padding * nnz:
+        if nd > self.max_dia_streams:
+            excluded["dia"] = (f"{nd} occupied diagonals: more concurrent streams than the "
+                               f"{self.max_dia_streams} the prefetchers follow")
+        elif nd and nd * m <= self.max_padding * nnz:
             est[Candidate("dia")] = (nd * (m * vb + 4), nd * m, True)
         elif nd:
             excluded["dia"] = f"{nd} occupied diagonals: {nd * m / max(nnz, 1):.1f} slots per non-zero"
@@ -330,9 +340,9 @@ def get_default_selector() -> Selector:
 
 
 #: ``inspect(measure=None)`` times close candidates on matrices with at least this many non-zeros.
-#: Below it a whole product costs well under a millisecond, so a measurement (and, on a cold
+#: Below it a whole product costs a fraction of a millisecond, so a measurement (and, on a cold
 #: kernel cache, the candidates' compilation) would cost many times what it could save.
-MEASURE_MIN_NNZ = 1_000_000
+MEASURE_MIN_NNZ = 250_000
 #: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle) ...
 MEASURE_NNZ = 250_000
 #: ... and at most this share of the rows (with ``repeat=5`` runs per candidate, timing three
