@@ -5,7 +5,7 @@ import time
 
 import numpy as np
 
-from tvm_ext.cli.output import table
+from tvm_ext.markdown import table
 
 TITLE = "Tensorize: kernels mapped onto x86 instructions, emitted as TensorIntrins, checked vs numpy"
 
