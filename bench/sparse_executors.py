@@ -1,4 +1,4 @@
-"""Sparse TIR executors vs scipy and torch: SpMV/SpMM per matrix, format and N (issue 3 benchmark).
+"""Sparse TIR executors vs scipy and torch: SpMV/SpMM per matrix, format and N.
 
 For every matrix and N in {1, 8, 32, 128} (N = 1 is SpMV), each format's
 executor (built by ``schedules.sparse.inspectors``, a small built-in sweep of
@@ -25,7 +25,7 @@ import scipy.sparse as sp
 from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, copy_bandwidth, geomean, time_python
 from schedules.sparse.peers import torch_spmm
 
-#: Column counts of the issue's benchmark (N = 1 runs the SpMV kernels).
+#: Column counts of the benchmark (N = 1 runs the SpMV kernels).
 N_VALUES = (1, 8, 32, 128)
 
 

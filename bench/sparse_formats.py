@@ -1,4 +1,4 @@
-"""Format studies from the dissertation (issue 3 benchmark 2).
+"""Format studies from the dissertation.
 
 * **BCSR R x C sweep, R, C in 1..8** on an FEM-like block matrix and on
   nasa4704 (the dissertation swept 1..8 and reported the best, as OSKI does):

@@ -1,4 +1,4 @@
-"""Autotuning benchmarks (issue 8): tuned vs default, selector regret, RPC throughput.
+"""Autotuning benchmarks: tuned vs default, selector regret, RPC throughput.
 
 Three parts, everything measured in this run:
 

@@ -1,4 +1,4 @@
-"""Issue 9 + 8: ``tvm_ext.compile(..., tuning_db=...)`` applies the Sextans and accelerator knob records."""
+"""``tvm_ext.compile(..., tuning_db=...)`` applies the Sextans and accelerator knob records."""
 from __future__ import annotations
 
 import numpy as np

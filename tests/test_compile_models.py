@@ -1,4 +1,4 @@
-"""Issue 9: the five model definitions through torch.export + the Relax frontend + ``tvm_ext.compile``
+"""The five model definitions through torch.export + the Relax frontend + ``tvm_ext.compile``
 equal PyTorch's own outputs, on llvm and with the accelerator / Sextans offloads."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9: ONNX graphs built with onnx.helper through the Relax ONNX frontend and ``tvm_ext.compile``;
+"""ONNX graphs built with onnx.helper through the Relax ONNX frontend and ``tvm_ext.compile``;
 unsupported ops fall back to llvm; malformed files give clear errors; ``tvm-ext compile``."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Issue 9: ``tvm_ext.compile`` on hand-built Relax modules: tuning records, report contents,
+"""``tvm_ext.compile`` on hand-built Relax modules: tuning records, report contents,
 the llvm-only baseline, bad input and bad configuration."""
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""End to end (ISA Mapper §7, issue 5 item 7): every kernel maps, tensorizes, builds and matches
+"""End to end (ISA Mapper §7): every kernel maps, tensorizes, builds and matches
 numpy/torch; plus the ``tvm-ext map`` CLI."""
 from __future__ import annotations
 

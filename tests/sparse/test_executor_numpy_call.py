@@ -175,7 +175,7 @@ def test_out_aliasing_b_is_refused():
         exe(big[:16], out=big[8:24])  # partial overlap
     bt = tvm.runtime.tensor(B)
     with pytest.raises(InputError, match="out shares memory with B"):
-        exe(bt, out=bt)  # the probe: exe(tb, out=tb) returned a wrong product
+        exe(bt, out=bt)  # exe(tb, out=tb) once returned a wrong product
     v = as_tvm_view(B, alignment=0)
     with pytest.raises(InputError, match="out shares memory with B"):
         exe(v, out=B)  # a TVM view and the numpy array under it

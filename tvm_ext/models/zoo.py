@@ -1,4 +1,4 @@
-"""The five models of issue 9 at three sizes: ``tiny`` (tests), ``small`` (demo), ``full`` (benchmarks).
+"""The five benchmark models at three sizes: ``tiny`` (tests), ``small`` (demo), ``full`` (benchmarks).
 
 :func:`get_model` returns a :class:`ModelCase`: the PyTorch module, seeded
 example inputs, and a one-line description of the shapes.  The ``full``

@@ -25,7 +25,7 @@ from tvm_ext.workloads import canonical_csr
 
 __all__ = ["resolve_config", "schedule", "preprocess"]
 
-# Short names used by the issue, the CLI and the paper -> EngineConfig fields.
+# Short names used by the CLI and the paper -> EngineConfig fields.
 _ALIASES = {"P": "pes", "D": "raw_distance", "K0": "window", "N0": "n0"}
 
 

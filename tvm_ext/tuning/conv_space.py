@@ -1,4 +1,4 @@
-"""MetaSchedule search spaces for tensorized convolutions (issue 8, deliverables 1 and 4; ISA Mapper §7 schedules).
+"""MetaSchedule search spaces for tensorized convolutions (ISA Mapper §7 schedules).
 
 A conv2d (NHWC with HWIO weights, or NCHW with OIHW weights) is mapped once
 with :func:`tensorize.search.find_mappings` and the mapping plan of

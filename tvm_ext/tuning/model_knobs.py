@@ -1,4 +1,4 @@
-"""Knob spaces and simulated costs of the two hardware models (issue 8, deliverable 3).
+"""Knob spaces and simulated costs of the two hardware models.
 
 * **Sextans** (:mod:`tvm_ext.spmm_engine`): K0 (window), N0 (PUs per PE),
   D (RAW distance) and P (PEs).  The cost is the modelled cycle count of the

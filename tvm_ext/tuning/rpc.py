@@ -1,4 +1,4 @@
-"""Measuring on machines registered with a TVM RPC tracker (issue 8, deliverable 4).
+"""Measuring on machines registered with a TVM RPC tracker.
 
 ``tvm-ext tune ... --rpc-tracker HOST:PORT --rpc-key KEY`` hands MetaSchedule an
 ``RPCRunner``: candidates are built here and measured on whichever server

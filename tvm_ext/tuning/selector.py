@@ -1,4 +1,4 @@
-"""A learned sparse-format selector: XGBoost over inspector features, trained on measurements (issue 8, 2).
+"""A learned sparse-format selector: XGBoost over inspector features, trained on measurements.
 
 The analytic model of :mod:`schedules.sparse.selection` estimates bytes; this
 one learns from the machine.  The loop:

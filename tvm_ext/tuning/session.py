@@ -1,4 +1,4 @@
-"""Tuning sessions: one task, a trial budget, a database directory; resumable (issue 8, deliverable 4).
+"""Tuning sessions: one task, a trial budget, a database directory; resumable.
 
 :func:`run_session` is what ``tvm-ext tune`` calls:
 

@@ -1,4 +1,4 @@
-"""MetaSchedule search spaces built from the plugin's own schedules (issue 8, deliverable 1).
+"""MetaSchedule search spaces built from the plugin's own schedules.
 
 Each space is a list of :class:`SpaceTask` s: one MetaSchedule task (a
 ``TuneContext``) per PrimFunc the plugin generates, with a ``ScheduleFn``

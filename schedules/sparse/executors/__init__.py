@@ -1,4 +1,4 @@
-"""TIR executors for the sparse formats (issue 3; Venkat 2016 inspector/executor).
+"""TIR executors for the sparse formats (Venkat 2016 inspector/executor).
 
 ``build_executor(fmt, n_cols, kind="spmm"|"spmv")`` compiles a TVM kernel made
 for the format's representation and returns an :class:`Executor`
