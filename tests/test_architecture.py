@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import ast
 import functools
+import re
 from pathlib import Path
 
 import pytest
@@ -204,3 +205,21 @@ def test_size_allowances_are_still_needed():
         mod, name = key.split(":")
         sizes = [f.end_lineno - f.lineno + 1 for f in _functions(ast.parse(_text(MODULES[mod]))) if f.name == name]
         assert max(sizes) > MAX_FUNCTION_LINES, key
+
+
+# --------------------------------------------------------------------------- process words
+#: Text that names the work item a piece of code came from instead of saying what the code does.
+PROCESS_WORDS = re.compile(r"\b(issue \d+|the issues? asks?|issue's|deliverables? \d*)", re.IGNORECASE)
+#: path -> why it may still say so.
+PROCESS_WORD_FILES = {
+    "tvm_ext/compile.py": "'the pair the issue asks for' in compile()'s docstring; the file is being edited "
+                          "elsewhere, reword it there",
+}
+
+
+def test_docstrings_and_comments_name_no_work_items():
+    files = [p for d in (*PACKAGES, "bench", "tests") for p in sorted((ROOT / d).rglob("*.py"))]
+    found = [f"{p.relative_to(ROOT)}:{i}: {line.strip()}" for p in files if p.name != Path(__file__).name
+             and p.relative_to(ROOT).as_posix() not in PROCESS_WORD_FILES
+             for i, line in enumerate(_text(p).splitlines(), 1) if PROCESS_WORDS.search(line)]
+    assert found == []
