@@ -97,3 +97,60 @@ def test_usage_errors_exit_2_with_one_line(argv, capsys):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "error" in err
+
+
+def test_version_names_tvm_ext_and_tvm(capsys):
+    from importlib import metadata
+
+    import tvm_ext
+
+    with pytest.raises(SystemExit) as exc:
+        build_parser().parse_args(["--version"])
+    assert exc.value.code == 0
+    out = capsys.readouterr().out
+    assert out.strip() == f"tvm-ext {tvm_ext.__version__} (TVM {metadata.version('apache-tvm')})"
+    assert main(["--version"]) == 0 and tvm_ext.__version__ in capsys.readouterr().out
+
+
+def test_matrix_list_matches_the_loaded_matrices(capsys):
+    from tvm_ext.workloads import list_matrices, load_matrix
+
+    code, out, _ = run_cli(capsys, "matrix", "list", "--json")
+    assert code == 0
+    rows = {r["name"]: r for r in json.loads(out)["matrices"]}
+    assert set(rows) == set(list_matrices())
+    for name, r in rows.items():
+        A = load_matrix(name)
+        assert (r["rows"], r["cols"], r["nnz"]) == (A.shape[0], A.shape[1], A.nnz)
+    assert rows["nasa4704"]["field"] == "pattern" and rows["nasa4704"]["nnz"] == 104_756
+    code, out, _ = run_cli(capsys, "matrix", "list")
+    assert code == 0 and "4,704 x 4,704" in out and "104,756" in out
+
+
+def test_demo_only_lists_sections_and_a_bad_name_lists_them_too(capsys):
+    from tvm_ext.demo import section_names
+
+    code, out, _ = run_cli(capsys, "demo", "--only", "--json")
+    assert code == 0
+    assert [s["name"] for s in json.loads(out)["sections"]] == section_names()
+    code, out, err = run_cli(capsys, "demo", "--only", "no_such_section")
+    assert code == 2 and all(name in err for name in section_names())
+
+
+def test_demo_prints_each_section_as_it_finishes(capsys, monkeypatch):
+    from tvm_ext.demo import d20_workloads
+
+    before = []
+    real_run = d20_workloads.run
+
+    def spy():
+        before.append(capsys.readouterr().out)   # stdout when the second section starts
+        return real_run()
+
+    monkeypatch.setattr(d20_workloads, "run", spy)
+    code = main(["demo", "--only", "workloads", "platform"])
+    out = capsys.readouterr().out
+    assert code == 0
+    # platform runs first: its text was on stdout before workloads started
+    assert "== Platform" in before[0] and "== Workloads" not in before[0]
+    assert "== Workloads" in out and "demo: 2 sections" in out

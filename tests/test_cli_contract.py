@@ -28,6 +28,7 @@ BASE: dict[str, tuple[dict[str, str], list[str]]] = {
     "info": ({}, []),
     "map": ({"kernel": "matmul"}, []),
     "matrix stats": ({"matrix": "LFAT5"}, []),
+    "matrix list": ({}, []),
     "report": ({}, ["--out", "{tmp}/report"]),
     "sextans": ({"matrix": "LFAT5"}, ["--no-check"]),
     "spmm": ({"matrix": "LFAT5"}, []),

@@ -53,12 +53,27 @@ def _common_options() -> argparse.ArgumentParser:
     return common
 
 
+def _version_line() -> str:
+    """``tvm-ext X (TVM Y)``; TVM's version is read from its package metadata (no import)."""
+    from importlib import metadata
+
+    from tvm_ext import __version__
+
+    try:
+        tvm = metadata.version("apache-tvm")
+    except metadata.PackageNotFoundError:
+        tvm = "not installed"
+    return f"tvm-ext {__version__} (TVM {tvm})"
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The full parser, with every discovered subcommand registered."""
     common = _common_options()
     parser = CliParser(
         prog="tvm-ext", parents=[common],
         description="Scheduling plugin for Apache TVM: sparse, fusion, tensorize and modelled accelerators.")
+    parser.add_argument("--version", action="version", version=_version_line(),
+                        help="print the versions of tvm-ext and TVM and exit")
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
     subparsers.required = True
     from tvm_ext.cli import commands

@@ -13,9 +13,9 @@ from __future__ import annotations
 import importlib
 import pkgutil
 import time
-from typing import Any, Iterable
+from typing import Any, Callable, Iterable
 
-__all__ = ["section_names", "run_demo"]
+__all__ = ["section_names", "section_titles", "run_demo"]
 
 
 def _sections() -> list[tuple[str, Any]]:
@@ -31,8 +31,18 @@ def section_names() -> list[str]:
     return [name for name, _ in _sections()]
 
 
-def run_demo(only: Iterable[str] | None = None) -> tuple[dict[str, Any], str]:
-    """Run the sections (all, or ``only``); returns per-section data and the text."""
+def section_titles() -> dict[str, str]:
+    """Each section's name and title, in the order they run (imports every section module)."""
+    return {name: importlib.import_module(mod).TITLE for name, mod in _sections()}
+
+
+def run_demo(only: Iterable[str] | None = None,
+             on_section: Callable[[str, str], None] | None = None) -> tuple[dict[str, Any], str]:
+    """Run the sections (all, or ``only``); returns per-section data and the text.
+
+    ``on_section(name, text)`` is called as each section finishes, with that
+    section's text (the CLI prints it at once instead of at the end).
+    """
     wanted = set(only) if only else None
     results: dict[str, Any] = {}
     out: list[str] = []
@@ -45,5 +55,8 @@ def run_demo(only: Iterable[str] | None = None) -> tuple[dict[str, Any], str]:
         elapsed = time.perf_counter() - t0
         data["seconds"] = round(elapsed, 3)
         results[name] = data
-        out += [f"== {module.TITLE} ({elapsed:.1f} s) ==", *lines, ""]
+        block = [f"== {module.TITLE} ({elapsed:.1f} s) ==", *lines, ""]
+        out += block
+        if on_section is not None:
+            on_section(name, "\n".join(block))
     return results, "\n".join(out)

@@ -1,8 +1,8 @@
-"""``tvm-ext matrix stats NAME|FILE``: structure of a sparse matrix."""
+"""``tvm-ext matrix stats NAME|FILE``: structure of a sparse matrix; ``tvm-ext matrix list``: the bundled ones."""
 from __future__ import annotations
 
 from tvm_ext.cli.output import Output, table
-from tvm_ext.workloads import matrix_stats, resolve_matrix
+from tvm_ext.workloads import list_matrices, load_matrix, matrix_stats, resolve_matrix
 
 
 def register(subparsers, common) -> None:
@@ -12,6 +12,25 @@ def register(subparsers, common) -> None:
     s = sub.add_parser("stats", parents=[common], help="shape, nnz, row lengths, bandwidth, diagonals, block fill")
     s.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file")
     s.set_defaults(func=run_stats)
+    ls = sub.add_parser("list", parents=[common], help="the bundled matrices with their shape, nnz and kind")
+    ls.set_defaults(func=run_list)
+
+
+def run_list(args) -> Output:
+    """Every bundled matrix: name, shape, stored non-zeros (symmetric files expanded), field, symmetry."""
+    from tvm_ext.workloads import bundled_path
+    from tvm_ext.workloads.matrix_market import matrix_market_header
+
+    rows = []
+    for name, what in sorted(list_matrices().items(), key=lambda kv: kv[0].lower()):
+        A = load_matrix(name)
+        head = matrix_market_header(bundled_path(name))
+        rows.append({"name": name, "rows": int(A.shape[0]), "cols": int(A.shape[1]), "nnz": int(A.nnz),
+                     "field": head["field"], "symmetry": head["symmetry"], "description": what})
+    text = table(["name", "shape", "nnz", "field", "symmetry", "description"],
+                 [[r["name"], f"{r['rows']:,} x {r['cols']:,}", f"{r['nnz']:,}", r["field"], r["symmetry"],
+                   r["description"]] for r in rows])
+    return Output({"matrices": rows}, text)
 
 
 def run_stats(args) -> Output:
