@@ -154,3 +154,36 @@ def test_train_default_measures_reports_saves_and_installs(tmp_path):
     assert (tmp_path / "m.json").exists() and (tmp_path / "m.meta.json").exists()
     assert get_default_selector().name == "learned"
     assert LearnedSelector.load(tmp_path / "m.json").meta["held_out_regret"]["cases"] == rep["held_out_cases"]
+
+
+def test_selector_env_vars_have_one_meaning_each(corpus, tmp_path, monkeypatch):
+    """TVM_EXT_SELECTOR picks the selector; TVM_EXT_SELECTOR_MODEL says where the model file is."""
+    import schedules.sparse.selection as sel
+    from tvm_ext.errors import ConfigError
+    from tvm_ext.tuning.selector import default_model_path
+
+    model = tmp_path / "m.json"
+    monkeypatch.setenv("TVM_EXT_SELECTOR_MODEL", str(model))
+    monkeypatch.setenv("TVM_EXT_SELECTOR", "off")
+    assert default_model_path() == model             # "off" is not a path (it used to save to ./off)
+    try:
+        monkeypatch.setattr(sel, "_default_selector", None)
+        with pytest.raises(ConfigError, match="learned"):   # asked for a model that does not exist
+            monkeypatch.setenv("TVM_EXT_SELECTOR", "learned")
+            get_default_selector()
+        train_selector(corpus, save=model)
+        set_default_selector(None)
+        monkeypatch.setattr(sel, "_default_selector", None)
+        assert get_default_selector().name == "learned"   # found through TVM_EXT_SELECTOR_MODEL
+        for off in ("off", "analytic"):
+            monkeypatch.setattr(sel, "_default_selector", None)
+            monkeypatch.setenv("TVM_EXT_SELECTOR", off)
+            assert isinstance(get_default_selector(), AnalyticCostModel)
+        monkeypatch.setattr(sel, "_default_selector", None)
+        monkeypatch.setenv("TVM_EXT_SELECTOR", str(model))   # a path in the wrong variable: an error, not a fallback
+        with pytest.raises(ConfigError, match="TVM_EXT_SELECTOR_MODEL"):
+            get_default_selector()
+    finally:
+        set_default_selector(None)
+    monkeypatch.delenv("TVM_EXT_SELECTOR_MODEL")
+    assert default_model_path().name == "model.json" and ".cache" in default_model_path().parts

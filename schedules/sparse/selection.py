@@ -312,12 +312,27 @@ def set_default_selector(selector: Selector | None) -> None:
     _default_selector = selector if selector is not None else AnalyticCostModel()
 
 
+#: ``$TVM_EXT_SELECTOR`` picks *which* selector: unset/empty (a trained one if any, else
+#: analytic), ``off``/``none``/``analytic``, ``learned`` (a trained one, or an error), or a
+#: loader ``module:function``.  *Where* the trained model lives is ``$TVM_EXT_SELECTOR_MODEL``.
+SELECTOR_ENV, SELECTOR_MODEL_ENV = "TVM_EXT_SELECTOR", "TVM_EXT_SELECTOR_MODEL"
+
+
 def _load_trained_selector() -> Selector | None:
-    spec = os.environ.get("TVM_EXT_SELECTOR", "")
+    from tvm_ext.errors import ConfigError
+
+    spec = os.environ.get(SELECTOR_ENV, "").strip()
     if spec.lower() in ("off", "none", "analytic"):
         return None
-    if not spec:  # the registered loaders; each returns None when it has no model
-        return next((sel for sel in (load() for load in _registered_loaders()) if sel is not None), None)
+    if not spec or spec.lower() == "learned":  # the registered loaders; each returns None when it has no model
+        found = next((sel for sel in (load() for load in _registered_loaders()) if sel is not None), None)
+        if found is None and spec:
+            raise ConfigError(f"{SELECTOR_ENV}=learned but no trained selector was found (train one with "
+                              f"'tvm-ext tune selector'; {SELECTOR_MODEL_ENV} names the model file)")
+        return found
+    if ":" not in spec:
+        raise ConfigError(f"{SELECTOR_ENV}={spec!r}: expected off, analytic, learned or a loader "
+                          f"module:function (a model file goes in {SELECTOR_MODEL_ENV})")
     module, _, func = spec.partition(":")
     try:
         loader = getattr(importlib.import_module(module), func)

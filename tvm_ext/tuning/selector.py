@@ -61,8 +61,12 @@ FORMAT_VERSION = 1
 
 
 def default_model_path() -> Path:
-    """``$TVM_EXT_SELECTOR`` or ``~/.cache/tvm-ext/selector/model.json``."""
-    env = os.environ.get("TVM_EXT_SELECTOR")
+    """``$TVM_EXT_SELECTOR_MODEL`` or ``~/.cache/tvm-ext/selector/model.json``.
+
+    (``$TVM_EXT_SELECTOR`` says which selector :func:`schedules.sparse.inspect`
+    uses, not where a model is: see :data:`schedules.sparse.selection.SELECTOR_ENV`.)
+    """
+    env = os.environ.get("TVM_EXT_SELECTOR_MODEL", "").strip()
     return Path(env) if env else Path.home() / ".cache" / "tvm-ext" / "selector" / "model.json"
 
 

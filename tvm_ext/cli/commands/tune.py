@@ -46,7 +46,7 @@ def register(subparsers, common) -> None:
                    "selector: the N values of the corpus")
     p.add_argument("--size", default="small",
                    help="selector: corpus size tiny, small, medium or large (medium + 1M+ nnz matrices; default small)")
-    p.add_argument("--model", metavar="PATH", help="selector: where to save the model (default: the user cache)")
+    p.add_argument("--model", metavar="PATH", help="selector: where to save the model (default: $TVM_EXT_SELECTOR_MODEL, else the user cache)")
     p.add_argument("--workload", default="matmul", help="accel: matmul or gru (default matmul)")
     p.add_argument("--system", default="default", help="accel: system graph name (default 'default')")
     p.add_argument("--platform", default="sextans", help="sextans: platform (sextans, sextans-p)")
