@@ -103,8 +103,9 @@ def gru_part(args, system) -> list[str]:
     lines.append("Why: where the weights fit, the recurrent schedule keeps them on chip and moves less; where they "
                  "do not, both stream the same bytes and the gap is parallelism: ours runs the two matmuls and "
                  "the gate ops of a step concurrently across the clusters, each op consuming the previous one's "
-                 "tiles on chip, while the library runs one op at a time behind a barrier and deals each op's "
-                 "output row bands to clusters, and a batch of at most 32 rows is a single band.")
+                 "tiles on chip, while the library runs one op at a time behind a barrier: each small op "
+                 "(a gate's element-wise ops, a B-row matmul) is blocked over every unit but is too small to "
+                 "fill them, and its operands go to HBM and back between ops.")
     return lines
 
 
