@@ -179,3 +179,19 @@ def test_registered_loader_supplies_the_default_selector(monkeypatch):
         assert select_format(lap2d(20), 4).format == "ell"
     finally:
         set_default_selector(None)
+
+
+def test_dia_is_excluded_past_the_prefetch_stream_count():
+    from tvm_ext.workloads import lap3d
+
+    choice = select_format(lap3d(12, points=27), n_cols=1, selector=AnalyticCostModel())
+    assert choice.format != "dia" and "27 occupied diagonals" in choice.excluded["dia"]
+    assert select_format(lap2d(60), n_cols=1, selector=AnalyticCostModel()).format == "dia"  # 5 diagonals
+
+
+def test_the_timed_row_block_is_capped_in_rows():
+    A = lap2d(100)  # 10,000 rows, 49,600 nnz
+    a, b = _row_block(A, 10**6, 500)
+    assert b - a == 500 and a == (A.shape[0] - 500) // 2
+    a, b = _row_block(A, 10_000, 100)
+    assert b - a == 100 and int(A.indptr[b] - A.indptr[a]) < 10_000

@@ -328,3 +328,70 @@ def test_dtype_is_kept_or_cast():
     assert to_ell(A).data.dtype == np.float32
     assert to_bcsr(A, 2, 2, dtype="float64").data.dtype == np.float64
     assert to_sell(A, dtype="float32").data.dtype == np.float32
+
+
+# ----------------------------------------------------------------------------- build without copies
+
+@settings(max_examples=20, deadline=None)
+@given(lens=st.lists(st.integers(0, 9), min_size=0, max_size=40), sigma=st.integers(1, 50))
+def test_sell_window_order_is_a_stable_sort_by_length_in_each_window(lens, sigma):
+    lens = np.array(lens, dtype=np.int64)
+    longest = int(lens.max()) if lens.size else 0
+    key = (np.arange(lens.size) // sigma) * (longest + 1) + (longest - lens)
+    np.testing.assert_array_equal(_sell_order(lens, sigma), np.argsort(key, kind="stable"))
+
+
+def test_inspector_outputs_start_on_64_bytes_and_csr_shares_an_aligned_input():
+    from tvm_ext.zero_copy import empty_aligned
+
+    A = canonical_csr(lap2d(30), dtype="float32")
+    arrays = {"csr": ("indptr", "indices", "data"), "bcsr": ("indptr", "bcol", "data"),
+              "dia": ("data",), "ell_row": ("col", "data"), "ell_col": ("col", "data"),
+              "sell": ("col", "data", "slice_ptr")}
+    for name, fields in arrays.items():
+        F = ALL[name](A)
+        for f in fields:
+            assert getattr(F, f).ctypes.data % 64 == 0, (name, f)
+    for _ in range(8):  # scipy keeps some arrays as given, copies others: both cases, by address
+        arrays = [empty_aligned(a.shape, a.dtype) for a in (A.data, A.indices, A.indptr)]
+        for dst, src in zip(arrays, (A.data, A.indices, A.indptr)):
+            dst[...] = src
+        B = sp.csr_array(tuple(arrays), shape=A.shape)
+        c = to_csr(B)
+        for got, given_ in ((c.data, B.data), (c.indices, B.indices), (c.indptr, B.indptr)):
+            np.testing.assert_array_equal(got, given_)
+            assert got.ctypes.data % 64 == 0
+            assert (got is given_) == (given_.ctypes.data % 64 == 0)
+
+
+def test_executors_read_the_format_arrays_in_place():
+    """Building copies no format array (the kernel reads them through DLPack); unaligned ones are copied."""
+    from schedules.sparse.executors import build_executor
+    from schedules.sparse.formats import CSR
+
+    A = canonical_csr(block_fem(40, 2, 2, seed=0), dtype="float64")
+    X = np.random.default_rng(0).uniform(-1, 1, (A.shape[1], 4))
+    want = A @ X
+    for F in (to_csr(A.copy()), to_sell(A, C=4, sigma=16), to_bcsr(A, 2, 2)):
+        exe = build_executor(F, 4)
+        np.testing.assert_allclose(exe(X), want, rtol=1e-12, atol=1e-12)
+        np.multiply(F.data, 2.0, out=F.data)  # the executor sees the format's own memory
+        np.testing.assert_allclose(exe(X), 2.0 * want, rtol=1e-12, atol=1e-12, err_msg=F.name)
+        np.multiply(F.data, 0.5, out=F.data)
+    # a format built by hand on unaligned arrays still runs (they are copied once)
+    raw = np.empty(A.nnz + 1)[1:]
+    raw[...] = A.data
+    F = CSR(A.shape, A.indptr.copy(), A.indices.copy(), raw)
+    np.testing.assert_allclose(build_executor(F, 4)(X), A @ X, rtol=1e-12, atol=1e-12)
+
+
+def test_sell_check_refuses_a_row_twice():
+    from schedules.sparse.executors import build_executor
+    from schedules.sparse.formats import SELL
+
+    F = to_sell(canonical_csr(lap2d(6)), C=4, sigma=8)
+    perm = F.perm.copy()
+    perm[1] = perm[0]  # row perm[0] twice, row perm[1] never
+    bad = SELL(F.shape, F.C, F.sigma, perm, F.slice_ptr, F.slice_width, F.col, F.data)
+    with pytest.raises(InputError, match="exactly once"):
+        build_executor(bad, 4)
