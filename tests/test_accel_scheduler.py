@@ -294,3 +294,21 @@ def test_bad_inputs_are_rejected():
     w = Workload()
     with pytest.raises(ShapeError, match="inner dimensions"):
         w.matmul(w.input("a", (2, 3)), w.weight("b", (4, 5)))
+
+
+def test_kernel_library_blocks_a_wide_small_batch_output_over_every_matrix_unit():
+    from tvm_ext.accel import gemm_workload, gru_cell, load_system
+
+    system = load_system("default")
+    matrix_units = set(system.units_for("matmul_32x32x32"))
+    kl = schedule_kl(gru_cell(1, 256), system)  # gates: 1 x 768 outputs, one row band of 24 column tiles
+    s = kl.stream
+    used = {s.dev[i] for i, k in enumerate(s.kind) if k == COMPUTE and s.dev[i] in matrix_units}
+    assert used == matrix_units
+    wl = gemm_workload(512, 512, 512)
+    ins = wl.random_inputs(seed=2)
+    kl = schedule_kl(wl, system)
+    np.testing.assert_allclose(simulate(kl, ins).outputs[wl.outputs[0]], wl.reference(ins)[wl.outputs[0]],
+                               rtol=2e-5, atol=2e-4)
+    ours = time_stream(schedule(wl, system).stream, system).cycles
+    assert time_stream(kl.stream, system).cycles < 1.5 * ours  # a tuned library is close on one big GEMM
