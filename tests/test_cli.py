@@ -154,3 +154,27 @@ def test_demo_prints_each_section_as_it_finishes(capsys, monkeypatch):
     # platform runs first: its text was on stdout before workloads started
     assert "== Platform" in before[0] and "== Workloads" not in before[0]
     assert "== Workloads" in out and "demo: 2 sections" in out
+
+
+def test_every_subcommand_help_is_plain_text_without_sphinx_markup():
+    import argparse
+    import re
+
+    markup = re.compile(r"``|:(?:mod|func|class|meth|attr|data|exc|obj|ref):`|\S::\s*$", re.M)
+
+    def leaves(p, path=()):
+        subs = [a for a in p._actions if isinstance(a, argparse._SubParsersAction)]
+        yield " ".join(path), p
+        for action in subs:
+            for name, child in action.choices.items():
+                yield from leaves(child, (*path, name))
+
+    checked = 0
+    for name, parser in leaves(build_parser()):
+        text = parser.format_help()
+        bad = markup.search(text)
+        assert bad is None, f"tvm-ext {name} --help has Sphinx markup near {text[max(bad.start() - 40, 0):bad.end() + 20]!r}"
+        checked += 1
+    assert checked > 10
+    tune = next(p for n, p in leaves(build_parser()) if n == "tune").format_help()
+    assert "see tvm_ext.tuning.tasks" in tune        # roles unwrapped, the text kept

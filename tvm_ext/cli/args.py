@@ -21,13 +21,29 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from typing import Callable
 
 from tvm_ext.errors import InputError, positive_int
 from tvm_ext.limits import INT32_MAX
 
-__all__ = ["CliParser", "size", "count", "seed", "real"]
+__all__ = ["CliParser", "plain_text", "size", "count", "seed", "real"]
+
+_ROLE = re.compile(r":(?:mod|func|class|meth|attr|data|exc|obj|ref|doc|envvar|option):`~?([^`]+)`")
+_LITERAL = re.compile(r"``([^`]+)``")
+_BLOCK = re.compile(r"(?<=\S)::[ \t]*$", re.M)
+
+
+def plain_text(doc: str | None) -> str | None:
+    """A docstring written for Sphinx as text for a terminal: roles and literals unwrapped.
+
+    >>> plain_text("Run :func:`~tvm_ext.compile` on ``MODEL``; forms::")
+    'Run tvm_ext.compile on MODEL; forms:'
+    """
+    if doc is None:
+        return None
+    return _BLOCK.sub(":", _LITERAL.sub(r"\1", _ROLE.sub(r"\1", doc)))
 
 
 class CliParser(argparse.ArgumentParser):
@@ -38,6 +54,16 @@ class CliParser(argparse.ArgumentParser):
     """
 
     json_errors = False
+
+    def __init__(self, *args, **kwargs):
+        if kwargs.get("description"):   # help is read by people: no Sphinx markup
+            kwargs["description"] = plain_text(kwargs["description"])
+        super().__init__(*args, **kwargs)
+
+    def add_argument(self, *args, **kwargs):  # noqa: D102 - argparse's method
+        if isinstance(kwargs.get("help"), str):
+            kwargs["help"] = plain_text(kwargs["help"])
+        return super().add_argument(*args, **kwargs)
 
     def error(self, message: str):  # noqa: D102 - argparse's hook
         line = " ".join(str(message).split())
