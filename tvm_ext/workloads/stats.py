@@ -242,14 +242,16 @@ def _histogram(lengths: np.ndarray, bins: int = 10) -> dict[str, list]:
 
 
 def matrix_stats(A: Any, *, max_block: int = 8, bins: int = 10, block_sizes: Sequence[int] | None = None,
-                 sample: bool = False, symmetry: bool = True, seed: int = 0) -> dict[str, Any]:
+                 sample: bool = False, symmetry: bool = True, seed: int = 0,
+                 sample_fraction: float = 0.02) -> dict[str, Any]:
     """Shape, nnz, row-length histogram, bandwidth, diagonals and block fill.
 
     ``block_sizes`` (default ``1..max_block``) are the R and C values of the
     block fill.  ``sample=True`` estimates the fill with
     :func:`estimate_block_fill` on matrices of :data:`EXACT_FILL_NNZ` or more
     non-zeros and adds ``block_fill_bound`` (the estimates' confidence
-    half-widths) and ``block_fill_sampled`` (share of block rows read).
+    half-widths) and ``block_fill_sampled`` (share of block rows read: about
+    ``sample_fraction``, at least 512 block rows per R).
     ``symmetry=False`` skips the pattern-symmetry test (a transpose).
 
     >>> from tvm_ext.workloads import lap2d
@@ -297,7 +299,7 @@ def matrix_stats(A: Any, *, max_block: int = 8, bins: int = 10, block_sizes: Seq
     if symmetry:
         stats["pattern_symmetric"] = bool(m == n and m and _pattern_symmetric(A))
     if sample:
-        est = estimate_block_fill(A, sizes, seed=seed)
+        est = estimate_block_fill(A, sizes, fraction=sample_fraction, seed=seed)
         stats["block_fill"] = est.fill
         stats["block_fill_bound"] = est.bound
         stats["block_fill_sampled"] = min(est.fraction.values(), default=1.0)
