@@ -7,10 +7,11 @@ In the order :func:`tvm_ext.pipeline.pipeline` runs them:
 * :func:`AnnotateOpIds`: every op of ``main`` gets its id (see
   :mod:`~tvm_ext.compile_steps.placement`);
 * :func:`OffloadSparseMatmuls`: constant mostly-zero matmul operands ->
-  sparse executor / fused GCN layer / Sextans call (:mod:`.sparse_offload`);
+  sparse executor / fused GCN layer (TIR functions of the module) / Sextans
+  call (:mod:`.sparse_offload`);
 * :func:`PartitionForAccel`: the matrix accelerator's BYOC;
 * :func:`PartitionForSextans`: the Sextans engine's BYOC (tuned knobs applied);
-* :func:`MaterializePackedCalls`: the sparse stand-ins become packed calls;
+* :func:`MaterializePackedCalls`: stand-ins of packed kernels (``tvm_ext.packed``) become packed calls;
 * :func:`ConvertConvLayout`: convolutions left for llvm to NHWC;
 * :func:`LegalizeAndFuse`: ``LegalizeOps`` + ``FuseOps`` + ``FuseTIR``, each
   fused kernel's member ops recorded on it;
@@ -126,8 +127,8 @@ def OffloadSparseMatmuls(target: Any = None, *, to_sextans: bool = False, engine
 
     @_module_pass("tvm_ext.OffloadSparseMatmuls")
     def run(mod, ctx):
-        new, rewrites, _ = offload_sparse_matmuls(mod, target=_target(target), engine=True if to_sextans else None,
-                                                  engine_name=engine_name, threshold=threshold, fuse_gcn=fuse_gcn)
+        new, rewrites = offload_sparse_matmuls(mod, target=_target(target), engine=True if to_sextans else None,
+                                               engine_name=engine_name, threshold=threshold, fuse_gcn=fuse_gcn)
         kernels: dict[str, dict] = {}  # by TIR function: a matrix used twice alike shares its kernel
         for rw in rewrites:
             where = "sextans" if rw.where == "sextans" else f"llvm/{rw.where}"
@@ -249,7 +250,8 @@ def resolve_engine(spmm_engine: Any):
 
 
 def MaterializePackedCalls():  # noqa: N802
-    """The sparse stand-in ``call_tir``s become ``R.call_dps_packed`` to their kernels."""
+    """Stand-in ``call_tir``s (PrimFuncs with a ``tvm_ext.packed`` attribute) become ``R.call_dps_packed``
+    to the kernels they name; the pipeline's own sparse kernels are TIR functions and stay as they are."""
     from tvm_ext.compile_steps.sparse_offload import materialize_packed
 
     @_module_pass("tvm_ext.MaterializePackedCalls")

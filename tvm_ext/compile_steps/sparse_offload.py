@@ -114,18 +114,13 @@ def _shape(expr: Any) -> tuple[int, ...] | None:
         return None
 
 
-_PACKED: dict[str, Any] = {}  # symbol -> kernel registered in this process (content-named: one per matrix)
-
-
-def _register(symbol: str, kernel: Any) -> None:
-    import tvm_ffi
-
-    _PACKED[symbol] = kernel
-    tvm_ffi.register_global_func(symbol, kernel, override=True)
+_PACKED: dict[str, Any] = {}  # symbol -> kernel registered in this process for a tvm_ext.packed stand-in
 
 
 def packed_kernel(symbol: str) -> Any:
-    """The kernel registered under ``symbol`` in this process (it has ``time(*inputs)``), else None."""
+    """The kernel registered under ``symbol`` in this process (it has ``time(*inputs)``), else None.
+
+    The offload's own llvm kernels are TIR functions of the module (:func:`embed_kernel`), never here."""
     return _PACKED.get(symbol)
 
 
@@ -138,7 +133,6 @@ def _make_mutator():
             super().__init__(mod)
             self.mod_, self.options, self.uses = mod, options, uses
             self.rewrites: list[SparseRewrite] = []
-            self.placeholders: dict[str, str] = {}
             self.spmm_gv = None
 
         def transform(self):
@@ -165,14 +159,6 @@ def _make_mutator():
                 zt = self._sparse_lhs(sp.csr_array(W.T), xt, transposed=True)
                 return relax.op.permute_dims(self.builder_.emit(zt))
             return call
-
-        def _placeholder(self, symbol: str, args: list, out_shape: tuple[int, int]):
-            """``call_tir`` of a stand-in PrimFunc, swapped for ``call_dps_packed(symbol)`` by
-            :func:`materialize_packed` (BYOC partitioning cannot look through extern calls)."""
-            stand_in = _stand_in([_shape(a) for a in args], out_shape).with_attr(PACKED_ATTR, symbol)
-            gv = self.builder_.add_func(stand_in, "tvm_ext_packed")  # the attr keeps two kernels apart
-            self.placeholders[gv.name_hint] = symbol
-            return relax.call_tir(gv, args, out_ty=relax.TensorType(out_shape, "float32"))
 
         # -- placements ------------------------------------------------------
         def _sparse_lhs(self, A, B, transposed: bool = False):
@@ -257,8 +243,8 @@ def _make_mutator():
                 return self._executor(A, B, label, fallback=reason)
             roles = _layer_roles(layer, X, W)
             if roles is None:
-                return self._executor(A, B, label, fallback=f"fused GCN layer runs in {len(layer.kernels)} "
-                                                            "steps; one kernel is embedded per product")
+                return self._executor(A, B, label, fallback=f"the fused GCN layer has {len(layer.kernels)} steps; "
+                                                            "only a one-kernel layer joins the module")
             inner_label = f"matmul(X {xs[0]}x{xs[1]}, W {ws[0]}x{ws[1]})"
             out, gv = self._embed(layer.kernels[0].prim_func, roles, "gcn_fused_layer", _digest(A, xs, ws),
                                   ["matmul", "matmul"])
@@ -269,16 +255,6 @@ def _make_mutator():
             return out
 
     return _SparseMatmuls
-
-
-def _stand_in(in_shapes: list, out_shape: tuple[int, int]):
-    """A PrimFunc with the packed kernel's signature (never run)."""
-    import tvm
-    from tvm import te
-
-    ins = [te.placeholder(s, "float32", name=f"in{i}") for i, s in enumerate(in_shapes)]
-    out = te.compute(out_shape, lambda i, j: tvm.tirx.const(0, "float32"), name="out")
-    return te.create_prim_func([*ins, out]).without_attr("global_symbol")
 
 
 def embed_kernel(func: Any, roles: list[tuple[str, Any]]) -> tuple[Any, list, Any]:
@@ -427,11 +403,10 @@ def _use_counts(mod: Any) -> dict:
 def offload_sparse_matmuls(mod: Any, *, target: Any = None, engine: Any = None, engine_name: str = "",
                            threshold: float = DEFAULT_THRESHOLD, min_elements: int = DEFAULT_MIN_ELEMENTS,
                            fuse_gcn: bool = True, fuse_ratio: float = 4.0
-                           ) -> tuple[Any, list[SparseRewrite], dict[str, str]]:
+                           ) -> tuple[Any, list[SparseRewrite]]:
     """Rewrite the sparse-constant matmuls of ``mod``.
 
-    Returns the module, what was done, and the stand-in functions to swap for
-    packed calls with :func:`materialize_packed` (after any BYOC partitioning).
+    Returns the module (the llvm kernels added to it as TIR functions) and what was done.
     ``engine`` is anything true to send the products to Sextans (the caller runs
     :func:`~tvm_ext.spmm_engine.partition_for_sextans` afterwards).
     """
@@ -443,4 +418,4 @@ def offload_sparse_matmuls(mod: Any, *, target: Any = None, engine: Any = None, 
     new = mutator.transform()
     if mutator.rewrites:
         new = relax.transform.DeadCodeElimination()(new)
-    return new, mutator.rewrites, dict(mutator.placeholders)
+    return new, mutator.rewrites
