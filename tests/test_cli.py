@@ -178,3 +178,21 @@ def test_every_subcommand_help_is_plain_text_without_sphinx_markup():
     assert checked > 10
     tune = next(p for n, p in leaves(build_parser()) if n == "tune").format_help()
     assert "see tvm_ext.tuning.tasks" in tune        # roles unwrapped, the text kept
+
+
+def test_tune_has_one_subparser_per_task_with_only_its_options():
+    import argparse
+
+    tune = build_parser()._subparsers._group_actions[0].choices["tune"]
+    tasks = next(a for a in tune._actions if isinstance(a, argparse._SubParsersAction)).choices
+    assert set(tasks) == {"gemm", "conv", "spmm", "cg", "sextans", "accel", "selector"}
+
+    def flags(task):
+        return {o for a in tasks[task]._actions for o in a.option_strings}
+
+    assert {"--stride", "--pad", "--layout"} <= flags("conv")
+    for task in ("gemm", "spmm", "cg", "sextans", "accel", "selector"):
+        assert not {"--stride", "--pad", "--layout"} & flags(task), task
+    assert "--platform" in flags("sextans") and "--platform" not in flags("spmm")
+    assert "--model" in flags("selector") and "--db" not in flags("selector")
+    assert "--workload" in flags("accel") and "--workload" not in flags("gemm")

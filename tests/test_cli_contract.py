@@ -32,7 +32,13 @@ BASE: dict[str, tuple[dict[str, str], list[str]]] = {
     "report": ({}, ["--out", "{tmp}/report"]),
     "sextans": ({"matrix": "LFAT5"}, ["--no-check"]),
     "spmm": ({"matrix": "LFAT5"}, []),
-    "tune": ({"task": "sextans", "matrix": "LFAT5"}, ["--n", "8", "--db", "{tmp}/db", "--no-progress"]),
+    "tune accel": ({}, ["--shape", "8", "8", "8", "--db", "{tmp}/db", "--no-progress"]),
+    "tune cg": ({"matrix": "LFAT5"}, ["--n", "2", "--db", "{tmp}/db", "--no-progress"]),
+    "tune conv": ({}, ["--shape", "1", "4", "4", "8", "3", "--db", "{tmp}/db", "--no-progress"]),
+    "tune gemm": ({}, ["--shape", "8", "8", "8", "--db", "{tmp}/db", "--no-progress"]),
+    "tune selector": ({}, ["--size", "tiny", "--n", "8", "--model", "{tmp}/m.json", "--no-progress"]),
+    "tune sextans": ({"matrix": "LFAT5"}, ["--n", "8", "--db", "{tmp}/db", "--no-progress"]),
+    "tune spmm": ({"matrix": "LFAT5"}, ["--n", "8", "--db", "{tmp}/db", "--no-progress"]),
 }
 
 #: Commands for which describing an empty (0 x 0) matrix is a valid request.

@@ -32,31 +32,67 @@ from tvm_ext.cli.output import Output, table
 from tvm_ext.errors import InputError, TuningError
 
 
+#: Every attribute :func:`run` reads, with its value when the task's subparser has no such option.
+_UNSET = {"matrix": None, "shape": None, "stride": 1, "pad": 0, "layout": "nhwc", "n": None, "size": "small",
+          "model": None, "workload": "matmul", "system": "default", "platform": "sextans", "trials": 64,
+          "db": None, "seed": 0, "rpc_tracker": None, "rpc_key": None, "no_progress": False}
+
+_TASKS = {
+    "gemm": "tune a dense GEMM (M x K times K x N) on the x86 micro-kernel",
+    "conv": "tune a square conv2d tensorized with the x86 micro-kernel",
+    "spmm": "tune the sparse SpMM executor of a matrix",
+    "cg": "tune the fused Block CG iteration of an SPD matrix",
+    "sextans": "tune the Sextans SpMM engine model of a matrix",
+    "accel": "tune the mapping of a workload onto the modelled accelerator",
+    "selector": "train the learned sparse-format selector on a measured corpus",
+}
+
+
 def register(subparsers, common) -> None:
     p = subparsers.add_parser("tune", parents=[common], help="autotune a kernel or a hardware model (resumable)",
                               description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("task", metavar="TASK", help="gemm, conv, spmm, cg, sextans, accel or selector")
-    p.add_argument("matrix", metavar="NAME|FILE", nargs="?", help="matrix of spmm/cg/sextans (bundled name or .mtx)")
-    p.add_argument("--shape", type=size("--shape"), nargs="+", metavar="SIZE",
-                   help="gemm: M N K; conv: N C_IN C_OUT HW K; accel: M K N or BATCH HIDDEN")
-    p.add_argument("--stride", type=size("--stride"), default=1, help="conv: stride (default 1)")
-    p.add_argument("--pad", type=count("--pad", 0, 2 ** 31 - 1), default=0, help="conv: zero padding on each side (default 0)")
-    p.add_argument("--layout", default="nhwc", help="conv: nhwc (HWIO weights) or nchw (OIHW weights); default nhwc")
-    p.add_argument("--n", type=size("--n"), nargs="+", help="columns of B (spmm, sextans) or right-hand sides (cg); "
-                   "selector: the N values of the corpus")
-    p.add_argument("--size", default="small",
-                   help="selector: corpus size tiny, small, medium or large (medium + 1M+ nnz matrices; default small)")
-    p.add_argument("--model", metavar="PATH", help="selector: where to save the model (default: $TVM_EXT_SELECTOR_MODEL, else the user cache)")
-    p.add_argument("--workload", default="matmul", help="accel: matmul or gru (default matmul)")
-    p.add_argument("--system", default="default", help="accel: system graph name (default 'default')")
-    p.add_argument("--platform", default="sextans", help="sextans: platform (sextans, sextans-p)")
-    p.add_argument("--trials", type=count("--trials"), default=64, help="total trials of the task in the database (default 64)")
-    p.add_argument("--db", metavar="DIR", help="database directory (created; resumed if present)")
+    tasks = p.add_subparsers(dest="task", metavar="TASK")
+    tasks.required = True
+    for task, what in _TASKS.items():
+        t = tasks.add_parser(task, parents=[common], help=what, description=f"tvm-ext tune {task}: {what}.")
+        _task_options(t, task)
+        t.set_defaults(func=run, **{k: v for k, v in _UNSET.items()
+                                    if not any(a.dest == k for a in t._actions)})
+
+
+def _task_options(p, task: str) -> None:
+    """The options of one task (only those it reads)."""
+    if task in ("spmm", "cg", "sextans"):
+        p.add_argument("matrix", metavar="NAME|FILE", nargs="?", help="the matrix (bundled name or .mtx)")
+        p.add_argument("--n", type=size("--n"), nargs="+",
+                       help="right-hand sides" if task == "cg" else "columns of B")
+    if task == "sextans":
+        p.add_argument("--platform", default="sextans", help="platform (sextans, sextans-p)")
+    if task in ("gemm", "conv", "accel"):
+        shape = {"gemm": "M N K", "conv": "N C_IN C_OUT HW K", "accel": "M K N (matmul) or BATCH HIDDEN (gru)"}
+        p.add_argument("--shape", type=size("--shape"), nargs="+", metavar="SIZE", help=shape[task])
+    if task == "conv":
+        p.add_argument("--stride", type=size("--stride"), default=1, help="stride (default 1)")
+        p.add_argument("--pad", type=count("--pad", 0, 2 ** 31 - 1), default=0,
+                       help="zero padding on each side (default 0)")
+        p.add_argument("--layout", default="nhwc", help="nhwc (HWIO weights) or nchw (OIHW weights); default nhwc")
+    if task == "accel":
+        p.add_argument("--workload", default="matmul", help="matmul or gru (default matmul)")
+        p.add_argument("--system", default="default", help="system graph name (default 'default')")
+    if task == "selector":
+        p.add_argument("--n", type=size("--n"), nargs="+", help="the N values of the corpus (default 8 32 128)")
+        p.add_argument("--size", default="small",
+                       help="corpus size tiny, small, medium or large (medium + 1M+ nnz matrices; default small)")
+        p.add_argument("--model", metavar="PATH",
+                       help="where to save the model (default: $TVM_EXT_SELECTOR_MODEL, else the user cache)")
+    else:
+        p.add_argument("--trials", type=count("--trials"), default=64,
+                       help="total trials of the task in the database (default 64)")
+        p.add_argument("--db", metavar="DIR", help="database directory (created; resumed if present)")
+        p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on servers registered with this tracker")
+        p.add_argument("--rpc-key", metavar="KEY", help="server key to request from the tracker")
     p.add_argument("--seed", type=seed(), default=0, help="search seed (default 0)")
-    p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on servers registered with this tracker")
-    p.add_argument("--rpc-key", metavar="KEY", help="server key to request from the tracker")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
-    p.set_defaults(func=run)
 
 
 def _check_shape(args) -> None:
@@ -106,6 +142,13 @@ def _make(args):
 
         A = resolve_matrix(matrix)
         rows, cols = A.shape
+        if kind == "cg":   # Block CG iterates on an SPD matrix: say so before building its kernels
+            from schedules.sparse.solvers import spd_precheck
+
+            problem = ("it is empty" if rows == 0 or A.nnz == 0 else
+                       f"it is {rows} x {cols}, not square" if rows != cols else spd_precheck(A))
+            if problem is not None:
+                raise InputError(f"tune cg {matrix}: needs a non-empty SPD matrix: {problem}")
         check_work(f"tune {kind} {matrix} ({rows}x{cols}) --n {n}", bytes=(rows + cols) * n * 8 * 4 + 24 * A.nnz)
         matrix, extra["name"] = A, args.matrix
     return make_task(kind, matrix=matrix, n=n, **extra)
