@@ -33,6 +33,7 @@ def test_text_output_and_errors(capsys):
     assert main(["sextans", "LFAT5", "--n", "8", "--pes", "4", "--window", "8"]) == 0
     text = capsys.readouterr().out
     assert "stream length" in text and "GFLOP/s" in text and "functional check" in text
+    assert "host launch 150 us" in text and "fill / drain" in text
     code, data = run_json(capsys, "LFAT5", "--window", "100000")
     assert code == 2 and "column field" in data["error"]
     code, data = run_json(capsys, "LFAT5", "--n", "0")

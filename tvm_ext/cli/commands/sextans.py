@@ -84,6 +84,8 @@ def render(r: dict) -> str:
               [[r["cycles"], f"{r['seconds']:.4e}", r["gflops"], round(r["bandwidth_utilization"], 4),
                 f"{r['flop_per_joule']:.3e}"]]),
         "stage time (s): " + ", ".join(f"{k} {v:.3e}" for k, v in r["stages"].items()),
+        f"fixed costs: host launch {r['launch_s'] * 1e6:g} us, pipeline fill / drain "
+        f"{r['fill_drain_cycles']:,} cycles (steady state alone {r['steady_s']:.4e} s)",
         "",
     ]
     if r["max_rel_err"] is None:
