@@ -196,3 +196,16 @@ def test_tune_has_one_subparser_per_task_with_only_its_options():
     assert "--platform" in flags("sextans") and "--platform" not in flags("spmm")
     assert "--model" in flags("selector") and "--db" not in flags("selector")
     assert "--workload" in flags("accel") and "--workload" not in flags("gemm")
+
+
+def test_matrix_stats_plot_writes_a_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "sub" / "lfat5.png"
+    code, out, _ = run_cli(capsys, "matrix", "stats", "LFAT5", "--plot", str(png), "--json")
+    assert code == 0 and json.loads(out)["plot"] == str(png)
+    data = png.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 2000
+    from PIL import Image
+
+    with Image.open(png) as im:     # a real image of the size the figure asks for
+        assert im.size == (1100, 480)

@@ -11,6 +11,8 @@ def register(subparsers, common) -> None:
     sub.required = True
     s = sub.add_parser("stats", parents=[common], help="shape, nnz, row lengths, bandwidth, diagonals, block fill")
     s.add_argument("matrix", metavar="NAME|FILE", help="a bundled matrix name or a .mtx file")
+    s.add_argument("--plot", metavar="PNG", default=None,
+                   help="also write a spy plot and the row-length histogram to this PNG (needs matplotlib)")
     s.set_defaults(func=run_stats)
     ls = sub.add_parser("list", parents=[common], help="the bundled matrices with their shape, nnz and kind")
     ls.set_defaults(func=run_list)
@@ -37,7 +39,13 @@ def run_stats(args) -> Output:
     A = resolve_matrix(args.matrix)
     st = matrix_stats(A)
     st["matrix"] = args.matrix
-    return Output(st, render_stats(st))
+    text = render_stats(st)
+    if args.plot:
+        from tvm_ext.workloads.plot import plot_matrix
+
+        st["plot"] = str(plot_matrix(A, args.plot, title=str(args.matrix)))
+        text += f"\n\nplot written to {st['plot']}"
+    return Output(st, text)
 
 
 def render_stats(st: dict) -> str:
