@@ -209,3 +209,14 @@ def test_matrix_stats_plot_writes_a_png(capsys, tmp_path):
 
     with Image.open(png) as im:     # a real image of the size the figure asks for
         assert im.size == (1100, 480)
+
+
+def test_cg_plot_writes_the_residual_history_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "cg.png"
+    code = main(["cg", "LFAT5", "--n", "2", "--repeat", "1", "--json", "--plot", str(png)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["plot"] == str(png)
+    assert len(data["history"]) >= data["iterations"] + 1 and len(data["history"][0]) == 2   # + one per restart
+    assert data["history"][0] == pytest.approx([1.0, 1.0]) and max(data["history"][-1]) <= 1e-8 * 10
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000

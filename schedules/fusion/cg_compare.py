@@ -100,7 +100,8 @@ def compare_block_cg(A: Any, n_rhs: int = 8, *, tol: float = 1e-8, maxiter: int 
     main = solvers["fused"]
     out.update(converged=main.converged, iterations=main.iterations, reason=main.reason,
                residual=[float(r) for r in np.atleast_1d(main.residual)], restarts=main.restarts,
-               fallback_columns=list(main.fallback_columns))
+               fallback_columns=list(main.fallback_columns),
+               history=[[float(v) for v in np.atleast_1d(h)] for h in main.history])
     for name, res in solvers.items():
         out[f"t_iter_{name}"] = res.seconds_per_iteration
         out[f"iterations_{name}"] = res.iterations

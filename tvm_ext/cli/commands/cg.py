@@ -35,6 +35,8 @@ def register(subparsers, common) -> None:
     p.add_argument("--maxiter", type=size("--maxiter"), default=None, help="iteration limit (default 10 x rows)")
     p.add_argument("--make-spd", action="store_true", help="make the matrix SPD first (always for pattern files)")
     p.add_argument("--seed", type=seed(), default=0, help="seed of the random right-hand sides")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="also write the fused solver's residual per column against the iteration (needs matplotlib)")
     p.add_argument("--repeat", type=count("--repeat", 1, 1000), default=3, help="solves per solver; the best time is kept (default 3)")
     p.set_defaults(func=run)
 
@@ -68,7 +70,14 @@ def run(args) -> Output:
                bytes=16 * rows * args.n * 8 + 24 * A.nnz)  # X, R, P, Q, B and the peers' copies
     res = compare_block_cg(A, args.n, tol=args.tol, maxiter=args.maxiter, seed=args.seed, repeat=args.repeat)
     res.update(matrix=args.matrix, made_spd=made_spd)
-    return Output(res, render(res, pattern), exit_code=0 if res["converged"] else EXIT_RESULT_FAILED)
+    text = render(res, pattern)
+    if args.plot:
+        from tvm_ext.residual_plot import plot_residuals
+
+        res["plot"] = str(plot_residuals(res["history"], args.plot, tol=args.tol,
+                                         title=f"Block CG (fused) on {args.matrix}, N = {args.n}"))
+        text += f"\n\nplot written to {res['plot']}"
+    return Output(res, text, exit_code=0 if res["converged"] else EXIT_RESULT_FAILED)
 
 
 def _check_spd(name: str, A) -> None:
