@@ -560,6 +560,40 @@ class Plan:
         """The mappings that compute ``block``, in statement order (one unless it is covered)."""
         return list(self.covers[block]) if block in self.covers else [self.candidates[block][0]]
 
+    def on_one_program(self, cost_model: Any = None) -> "Plan":
+        """The same plan with first choices that all live on one transformed program (what
+        :func:`simulate_plan` runs), the one of least total cost (modelled cycles by default).
+
+        Blocks planned independently may pick candidates padded differently; this
+        picks, per program the candidates share, each block's cheapest candidate
+        there, and keeps the program with the least sum.  Raises
+        :class:`~tvm_ext.errors.MappingError` when no program is common to all blocks.
+        """
+        from tensorize.selection import CycleCostModel
+        from tvm_ext.errors import MappingError
+
+        model = cost_model or CycleCostModel()
+        fixed = {m.program.key for ms in self.covers.values() for m in ms}
+        keys = None
+        for cands in self.candidates.values():
+            ks = {m.program.key for m in cands}
+            keys = ks if keys is None else keys & ks
+        keys = (keys if keys is not None else fixed) & fixed if fixed else keys
+        if not keys:
+            raise MappingError("no transformed program carries a candidate for every block of the plan")
+
+        def cost(m) -> float:
+            return float(model.cost(m.instruction, m))
+
+        best = None
+        for key in sorted(keys, key=str):
+            picks = {b: min((m for m in ms if m.program.key == key), key=cost) for b, ms in self.candidates.items()}
+            total = sum(cost(m) for m in picks.values())
+            if best is None or total < best[0]:
+                best = (total, picks)
+        cands = {b: [best[1][b]] + [m for m in ms if m is not best[1][b]] for b, ms in self.candidates.items()}
+        return Plan(cands, self.program, dict(self.covers))
+
     @property
     def structural(self) -> list[str]:
         """The structural transforms of the rebuilt program (``[]`` when none)."""
