@@ -305,7 +305,7 @@ def test_kernel_library_blocks_a_wide_small_batch_output_over_every_matrix_unit(
     s = kl.stream
     used = {s.dev[i] for i, k in enumerate(s.kind) if k == COMPUTE and s.dev[i] in matrix_units}
     assert used == matrix_units
-    wl = gemm_workload(512, 512, 512)
+    wl = gemm_workload(256, 256, 256)
     ins = wl.random_inputs(seed=2)
     kl = schedule_kl(wl, system)
     np.testing.assert_allclose(simulate(kl, ins).outputs[wl.outputs[0]], wl.reference(ins)[wl.outputs[0]],
