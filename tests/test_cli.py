@@ -220,3 +220,17 @@ def test_cg_plot_writes_the_residual_history_png(capsys, tmp_path):
     assert len(data["history"]) >= data["iterations"] + 1 and len(data["history"][0]) == 2   # + one per restart
     assert data["history"][0] == pytest.approx([1.0, 1.0]) and max(data["history"][-1]) <= 1e-8 * 10
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+
+
+def test_tune_plot_writes_best_so_far_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    from tvm_ext.tuning.plot import session_costs
+
+    png = tmp_path / "tune.png"
+    code = main(["tune", "sextans", "LFAT5", "--n", "8", "--trials", "6", "--db", str(tmp_path / "db"),
+                 "--no-progress", "--json", "--plot", str(png)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["plot"] == str(png)
+    costs = session_costs(tmp_path / "db", data["task"], data["engine"])
+    assert len(costs) == data["records"] and min(c for c in costs if c is not None) == data["best_cycles"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000

@@ -35,7 +35,7 @@ from tvm_ext.errors import InputError, TuningError
 #: Every attribute :func:`run` reads, with its value when the task's subparser has no such option.
 _UNSET = {"matrix": None, "shape": None, "stride": 1, "pad": 0, "layout": "nhwc", "n": None, "size": "small",
           "model": None, "workload": "matmul", "system": "default", "platform": "sextans", "trials": 64,
-          "db": None, "seed": 0, "rpc_tracker": None, "rpc_key": None, "no_progress": False}
+          "db": None, "plot": None, "seed": 0, "rpc_tracker": None, "rpc_key": None, "no_progress": False}
 
 _TASKS = {
     "gemm": "tune a dense GEMM (M x K times K x N) on the x86 micro-kernel",
@@ -91,6 +91,8 @@ def _task_options(p, task: str) -> None:
         p.add_argument("--db", metavar="DIR", help="database directory (created; resumed if present)")
         p.add_argument("--rpc-tracker", metavar="HOST:PORT", help="measure on servers registered with this tracker")
         p.add_argument("--rpc-key", metavar="KEY", help="server key to request from the tracker")
+        p.add_argument("--plot", metavar="PNG", help="also write the best cost so far against the trial, "
+                       "next to the default schedule's (needs matplotlib)")
     p.add_argument("--seed", type=seed(), default=0, help="search seed (default 0)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
@@ -168,7 +170,15 @@ def run(args) -> Output:
         raise TuningError("--rpc-key needs --rpc-tracker HOST:PORT")
     result = run_session(task, args.db, args.trials, rpc=rpc, seed=args.seed, progress=not args.no_progress)
     data = result.to_dict()
-    return Output(data, render(result))
+    text = render(result)
+    if args.plot:
+        from tvm_ext.tuning.plot import plot_best_so_far, session_costs
+
+        costs = session_costs(args.db, result.task, result.engine)
+        data["plot"] = str(plot_best_so_far(costs, result.default, result.unit, args.plot,
+                                            title=f"tune {args.task} {args.matrix or ''}".strip()))
+        text += f"\n\nplot written to {data['plot']}"
+    return Output(data, text)
 
 
 def _run_selector(args) -> Output:
