@@ -181,3 +181,21 @@ def test_executor_is_a_linear_operator_with_matvec_matmat_and_matmul():
     np.testing.assert_allclose(x_direct, x_ours, rtol=1e-12)
     with pytest.raises(ShapeError):
         exe.matvec(np.ones((64, 2, 1)))
+
+
+def test_our_gauss_seidel_and_triangular_solver_are_operators_for_M():
+    from schedules.sparse.triangular import GaussSeidel, TriangularSolver
+
+    A, b = lap2d(12), rhs(144, 9)
+    ours = pcg(A, b, rtol=1e-10, M="sgs", return_result=True)
+    as_object = pcg(A, b, rtol=1e-10, M=GaussSeidel(A), return_result=True)
+    assert as_object.preconditioner == "operator" and abs(as_object.iterations - ours.iterations) <= 1
+    np.testing.assert_allclose(as_object.x, ours.x, rtol=1e-7, atol=1e-9)
+    count = [0]
+    x_sc, info = spla.cg(A, b, rtol=1e-10, atol=0.0, M=GaussSeidel(A).aslinearoperator(),
+                         callback=lambda _: count.__setitem__(0, count[0] + 1))
+    assert info == 0 and abs(count[0] - ours.iterations) <= 1
+    np.testing.assert_allclose(x_sc, ours.x, rtol=1e-7, atol=1e-9)
+    L = sp.csr_array(sp.tril(A))
+    op = TriangularSolver(L).aslinearoperator()
+    np.testing.assert_allclose(op.matvec(b), spla.spsolve_triangular(L, b), rtol=1e-10, atol=1e-12)

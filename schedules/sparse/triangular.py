@@ -465,6 +465,12 @@ class TriangularSolver:
         b = check_vector(arr, self.n, self.dtype, "b")
         return self.executor.run_numpy(b, np.zeros(self.n, self.dtype), self._mode, 1)
 
+    def aslinearoperator(self):
+        """``b -> T^-1 b`` as a ``scipy.sparse.linalg.LinearOperator`` (e.g. a preconditioner ``M``)."""
+        from scipy.sparse.linalg import LinearOperator
+
+        return LinearOperator((self.n, self.n), matvec=self.solve, matmat=self.solve, dtype=self.dtype)
+
 
 def _with_unit_diagonal(T: sp.csr_array) -> sp.csr_array:
     """``T`` with its diagonal replaced by ones (canonical CSR)."""
@@ -548,3 +554,14 @@ class GaussSeidel:
     def symmetric(self, x: Any, b: Any, sweeps: int = 1) -> np.ndarray:
         """``sweeps`` symmetric sweeps (forward then backward each)."""
         return self._sweep(x, b, sweeps, SYMMETRIC)
+
+    def aslinearoperator(self):
+        """The SGS preconditioner ``r -> M^-1 r`` (one symmetric sweep from 0) as a ``LinearOperator``.
+
+        It is what ``pcg(A, b, M="sgs")`` applies, so ``pcg(A, b, M=GaussSeidel(A))``
+        (or scipy's ``cg(A, b, M=GaussSeidel(A).aslinearoperator())``) takes the same iterations.
+        """
+        from scipy.sparse.linalg import LinearOperator
+
+        return LinearOperator((self.n, self.n), matvec=lambda r: self.symmetric(None, r),
+                              dtype=self.dtype)
