@@ -170,6 +170,17 @@ class ProgramKernels:
         with self._lock:
             return list(self._kernels.items())
 
+    def counters(self, digest: bytes) -> KernelCounters | None:
+        """A copy of the counters of the kernel of ``digest`` (None when it never ran here).
+
+        The kernel keeps its totals in ``counters`` under its own ``_lock``.
+        """
+        k = self.find(digest)
+        if k is None:
+            return None
+        with k._lock:
+            return k.counters.copy()
+
 
 def lower_codegen_calls(mod: Any, codegen: str, lower: Callable[[Any, Any, Any], Any]) -> Any:
     """Replace every call of a ``Codegen=codegen`` function by ``lower(gv, func, call)``; drop those functions."""
