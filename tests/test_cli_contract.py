@@ -363,3 +363,27 @@ def test_compile_model_file_and_shape_errors_are_one_line(capsys, tmp_path):
 
 def test_map_size_beyond_int32_is_refused_before_the_kernel_is_made(capsys):
     assert "below 2**31" in check_contract(capsys, ["map", "conv2d", "--size", "hw=" + "9" * 30, "--json"])
+
+
+def test_ctrl_c_while_the_subcommands_load_is_one_line_exit_130(capsys, monkeypatch):
+    cli_main = sys.modules["tvm_ext.cli.main"]  # the package re-exports main(), which shadows the module name
+
+    def interrupted():
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(cli_main, "build_parser", interrupted)
+    assert check_contract(capsys, ["info", "--json"], code_wanted=130) == "tvm-ext: error: interrupted"
+
+
+def test_the_program_ignores_ctrl_c_once_its_result_is_printed(capsys, monkeypatch):
+    import signal
+
+    previous = signal.getsignal(signal.SIGINT)
+    monkeypatch.setattr(sys, "argv", ["tvm-ext", "info", "--json"])
+    try:
+        assert main() == 0  # as the console script calls it
+        assert signal.getsignal(signal.SIGINT) is signal.SIG_IGN  # teardown cannot be killed mid-way
+    finally:
+        signal.signal(signal.SIGINT, previous)
+    assert isinstance(_strict_json(capsys.readouterr().out), dict)
+    assert main(["info", "--json"]) == 0 and signal.getsignal(signal.SIGINT) is previous  # in-process callers keep theirs

@@ -167,16 +167,29 @@ def _fail(message: str, code: int, as_json: bool) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the CLI; returns the process exit code (see the module docstring)."""
-    from tvm_ext.limits import allowing_large
+    """Run the CLI; returns the process exit code (see the module docstring).
 
-    parser = build_parser()
-    argv = list(sys.argv[1:] if argv is None else argv)
+    Without ``argv`` (run as the ``tvm-ext`` program) Ctrl-C is ignored once
+    the command has finished and printed: the process is only tearing down,
+    and a signal then would end it with no message after a complete result.
+    """
+    code = _main(list(sys.argv[1:] if argv is None else argv))
+    if argv is None and threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+    return code
+
+
+def _main(argv: list[str]) -> int:
     CliParser.json_errors = "--json" in argv
     try:
+        from tvm_ext.limits import allowing_large
+
+        parser = build_parser()  # imports every subcommand (and TVM): a Ctrl-C may well come now
         args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (one line, see CliParser) or --help
         return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
+    except KeyboardInterrupt:
+        return _fail("interrupted", EXIT_INTERRUPTED, "--json" in argv)
     as_json = bool(getattr(args, "json", False))
     debug = bool(getattr(args, "debug", False))
     interrupts = _Interrupts()
