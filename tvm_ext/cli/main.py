@@ -33,6 +33,7 @@ from typing import Any, Iterator, Sequence
 from tvm_ext.cli.args import CliParser
 from tvm_ext.cli.output import EXIT_RESULT_FAILED  # noqa: F401 - one of the documented exit codes
 from tvm_ext.errors import TvmExtError
+from tvm_ext.sigint import sigint_handler
 
 __all__ = ["build_parser", "main"]
 
@@ -144,14 +145,8 @@ class _Interrupts:
 
     @contextlib.contextmanager
     def installed(self) -> Iterator["_Interrupts"]:
-        if threading.current_thread() is not threading.main_thread():
+        with sigint_handler(self._handler):
             yield self
-            return
-        previous = signal.signal(signal.SIGINT, self._handler)
-        try:
-            yield self
-        finally:
-            signal.signal(signal.SIGINT, previous)
 
 
 def _one_line(text: str) -> str:

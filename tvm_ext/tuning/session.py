@@ -35,8 +35,6 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
-import signal
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, Iterator
@@ -44,6 +42,7 @@ from typing import Any, Iterator
 import numpy as np
 
 from tvm_ext.errors import TuningError
+from tvm_ext.sigint import sigint_handler
 from tvm_ext.tuning.database import TuningDatabase
 from tvm_ext.tuning.progress import ProgressBar
 
@@ -116,18 +115,13 @@ class _Interrupt:
 
     @contextlib.contextmanager
     def deferred(self) -> Iterator["_Interrupt"]:
-        if threading.current_thread() is not threading.main_thread():
-            yield self
-            return
-        previous = signal.signal(signal.SIGINT, self._handler)
-        try:
-            yield self
-        except Exception:
-            if self.requested:  # the interrupt surfaced through TVM as another exception
-                raise KeyboardInterrupt from None
-            raise
-        finally:
-            signal.signal(signal.SIGINT, previous)
+        with sigint_handler(self._handler):  # off the main thread none is installed: nothing is deferred
+            try:
+                yield self
+            except Exception:
+                if self.requested:  # the interrupt surfaced through TVM as another exception
+                    raise KeyboardInterrupt from None
+                raise
         self.check()
 
 
