@@ -14,7 +14,7 @@ from typing import Sequence
 import numpy as np
 
 from tvm_ext.errors import InputError
-from tvm_ext.workloads.plot import _pyplot
+from tvm_ext.figures import png_figure
 
 __all__ = ["plot_residuals"]
 
@@ -28,9 +28,7 @@ def plot_residuals(history: Sequence[Sequence[float]], path: str | os.PathLike, 
     h = np.asarray([r for r in rows if r.size == width], dtype=np.float64).reshape(-1, width)
     if h.ndim != 2 or h.shape[0] == 0:
         raise InputError(f"plot_residuals: expected iterations x columns residuals, got shape {h.shape}")
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    try:
+    with png_figure(path) as (_, ax):
         h = np.where(h > 0, h, np.nan)      # a zero residual (a converged, deflated column) has no log
         for j in range(h.shape[1]):
             ax.semilogy(np.arange(h.shape[0]), h[:, j], lw=1.2, label=f"column {j}" if h.shape[1] <= 10 else None)
@@ -42,10 +40,4 @@ def plot_residuals(history: Sequence[Sequence[float]], path: str | os.PathLike, 
         if h.shape[1] <= 10 or tol:
             ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        fig.tight_layout()
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=100)
-    finally:
-        plt.close(fig)
-    return out
+    return Path(path)

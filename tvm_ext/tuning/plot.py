@@ -19,7 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from tvm_ext.errors import InputError
-from tvm_ext.workloads.plot import _pyplot
+from tvm_ext.figures import png_figure
 
 __all__ = ["plot_best_so_far", "session_costs"]
 
@@ -46,9 +46,7 @@ def plot_best_so_far(costs: Sequence[float | None], default: float | None, unit:
         raise InputError("tune --plot: no trial of this task has a cost to plot")
     best = np.minimum.accumulate(vals)
     trials = np.arange(1, len(vals) + 1)
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(7, 4.5))
-    try:
+    with png_figure(path) as (_, ax):
         ok = np.isfinite(vals)
         ax.scatter(trials[ok], vals[ok], s=8, color="tab:gray", alpha=0.5, label="trial")
         shown = np.isfinite(best)
@@ -61,10 +59,4 @@ def plot_best_so_far(costs: Sequence[float | None], default: float | None, unit:
         ax.set_title(title or "tuning: best so far against trials")
         ax.legend(fontsize=8)
         ax.grid(True, which="both", alpha=0.3)
-        fig.tight_layout()
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=100)
-    finally:
-        plt.close(fig)
-    return out
+    return Path(path)

@@ -19,21 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from tvm_ext.errors import ConfigError
+from tvm_ext.figures import png_figure
 from tvm_ext.workloads.validation import canonical_csr
 
 __all__ = ["plot_matrix"]
-
-
-def _pyplot():
-    try:
-        import matplotlib
-    except ImportError:
-        raise ConfigError("plots need matplotlib: pip install 'tvm-ext[bench]'") from None
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
 
 
 def plot_matrix(A: Any, path: str | os.PathLike, *, title: str = "", bins: int = 400) -> Path:
@@ -42,9 +31,7 @@ def plot_matrix(A: Any, path: str | os.PathLike, *, title: str = "", bins: int =
     m, k = A.shape
     row_len = np.diff(A.indptr)
     rows = np.repeat(np.arange(m), row_len)
-    plt = _pyplot()
-    fig, (spy, hist) = plt.subplots(1, 2, figsize=(11, 4.8))
-    try:
+    with png_figure(path, ncols=2, figsize=(11, 4.8)) as (fig, (spy, hist)):
         if A.nnz:
             br, bc = max(1, min(bins, m)), max(1, min(bins, k))
             counts, _, _ = np.histogram2d(rows, A.indices, bins=(br, bc), range=((0, m), (0, k)))
@@ -62,10 +49,4 @@ def plot_matrix(A: Any, path: str | os.PathLike, *, title: str = "", bins: int =
         hist.set_ylabel("rows")
         hist.set_yscale("log")
         hist.set_title(f"row lengths: mean {row_len.mean() if m else 0:.1f}, max {int(row_len.max(initial=0))}")
-        fig.tight_layout()
-        out = Path(path)
-        out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=100)
-    finally:
-        plt.close(fig)
-    return out
+    return Path(path)
