@@ -234,3 +234,12 @@ def test_tune_plot_writes_best_so_far_png(capsys, tmp_path):
     costs = session_costs(tmp_path / "db", data["task"], data["engine"])
     assert len(costs) == data["records"] and min(c for c in costs if c is not None) == data["best_cycles"]
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+
+
+def test_spmm_plot_writes_the_gflops_png(capsys, tmp_path):
+    pytest.importorskip("matplotlib")
+    png = tmp_path / "spmm.png"
+    code = main(["spmm", "LFAT5", "--n", "4", "--repeat", "1", "--json", "--plot", str(png)])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["plot"] == str(png) and data["gflops"] > 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000

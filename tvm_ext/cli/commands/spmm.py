@@ -16,7 +16,26 @@ def register(subparsers, common) -> None:
     p.add_argument("--format", default=None, help="force a format (csr, coo, bcsr, ell, dia, csb, hyb, sell)")
     p.add_argument("--dtype", default="float32", choices=["float32", "float64"])
     p.add_argument("--repeat", type=count("--repeat", 1, 1000), default=5, help="timing repeats (best is reported)")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="also write this run's GFLOP/s, ours beside each peer, as a bar chart (needs matplotlib)")
     p.set_defaults(func=run)
+
+
+def plot_gflops(res: dict, path: str, title: str) -> str:
+    """Bar chart of one comparison: the chosen format's GFLOP/s next to scipy's and torch's."""
+    from tvm_ext.figures import png_figure
+
+    bars = [(f"tvm-ext {res['format']}", res["gflops"], "tab:blue"),
+            ("scipy.sparse", res["scipy_gflops"], "tab:gray")]
+    if res.get("torch_gflops"):
+        bars.append(("torch.sparse.mm", res["torch_gflops"], "tab:orange"))
+    with png_figure(path) as (fig, ax):
+        ax.bar([b[0] for b in bars], [b[1] for b in bars], color=[b[2] for b in bars])
+        for i, (_, v, _) in enumerate(bars):
+            ax.annotate(f"{v:.2f}", (i, v), ha="center", va="bottom", fontsize=9)
+        ax.set_ylabel("GFLOP/s (best of the repeats)")
+        ax.set_title(title)
+    return str(path)
 
 
 def check_spmm_size(name: str, A, n: int, itemsize: int, repeat: int) -> None:
@@ -56,4 +75,7 @@ def run(args) -> Output:
         f"max relative error vs scipy: {res['max_rel_err']:.2e}; "
         f"inspector = {res['inspector_runs']:.1f} executor runs",
     ])
+    if args.plot:
+        res["plot"] = plot_gflops(res, args.plot, f"{args.matrix}, N = {args.n}, {args.dtype}")
+        text += f"\n\nplot written to {res['plot']}"
     return Output(res, text)
