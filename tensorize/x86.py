@@ -27,10 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
 import re
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 
@@ -44,7 +41,7 @@ from tensorize.emit import (
     root_block,
     signature,
 )
-from tvm_ext.errors import CacheError, ConfigError, ScheduleError
+from tvm_ext.errors import ScheduleError
 
 __all__ = [
     "attach_to_isa",
@@ -287,11 +284,9 @@ _LIB: dict[str, ctypes.CDLL] = {}
 
 
 def _compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        raise ConfigError("tensorize 'blas' implementation: no C compiler found (looked for $CC, cc, gcc, "
-                          "clang); install one or use impl='micro'")
-    return cc
+    from tvm_ext.kernel_cache import c_compiler
+
+    return c_compiler("tensorize 'blas' implementation", "use impl='micro'")
 
 
 def _arch_flags() -> list[str]:
@@ -319,7 +314,7 @@ def build_gemm_library() -> Path:
     >>> build_gemm_library().name.startswith("libtvmext_gemm_")
     True
     """
-    from tvm_ext.kernel_cache import binary_dir, check_binary, private_dir, store_binary
+    from tvm_ext.kernel_cache import load_c_library
     from tvm_ext.target import target_key
 
     src = Path(__file__).with_name("csrc") / "tvmext_gemm.c"
@@ -330,25 +325,9 @@ def build_gemm_library() -> Path:
     with _LIB_LOCK:
         if digest in _LIB:
             return Path(_LIB[digest]._name)
-        name = f"libtvmext_gemm_{digest}.so"
-        out = binary_dir() / name
-        if check_binary(out) is not None:
-            cmd = [_compiler(), *flags, str(src), "-o"]
-
-            def compile_to(tmp: str) -> None:
-                res = subprocess.run([*cmd, tmp], capture_output=True, text=True)
-                if res.returncode != 0:
-                    raise ConfigError(f"tensorize 'blas': compiling {src.name} failed: {res.stderr.strip()[:500]}")
-
-            try:
-                store_binary(out, compile_to)
-            except OSError:  # a read-only cache directory: build privately
-                out = store_binary(private_dir() / name, compile_to)
-            why = check_binary(out)
-            if why is not None:  # replaced between our write and now: never dlopen it
-                raise CacheError(f"tensorize 'blas': {out} changed after it was built ({why})")
-        _LIB[digest] = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
-        return out
+        _LIB[digest] = load_c_library(f"libtvmext_gemm_{digest}.so", lambda: [_compiler(), *flags, str(src), "-o"],
+                                      what=f"{src.name} (tensorize 'blas')")
+        return Path(_LIB[digest]._name)
 
 
 # ---------------------------------------------------------------------------

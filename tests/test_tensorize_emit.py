@@ -240,12 +240,14 @@ def test_blas_rejects_what_is_not_a_matmul():
 
 
 def test_blas_without_a_compiler_is_a_clear_config_error(monkeypatch, tmp_path):
+    import shutil
+
     import tensorize.x86 as x86
 
     monkeypatch.setattr(x86, "_LIB", {})
     monkeypatch.setenv("TVM_EXT_CACHE_DIR", str(tmp_path))  # nothing built there yet
     monkeypatch.delenv("CC", raising=False)
-    monkeypatch.setattr(x86.shutil, "which", lambda name: None)
+    monkeypatch.setattr(shutil, "which", lambda name: None)
     with pytest.raises(ConfigError, match="no C compiler"):
         x86.build_gemm_library()
 

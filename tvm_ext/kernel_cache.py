@@ -33,8 +33,8 @@ it did not check:
   then opens the checked path; since only this user can write the directory,
   only this user's own processes could swap the file in between.
 
-Binaries that must exist as files even when the disk cache is off (the
-tensorize ``blas`` library) go to :func:`private_dir`, a ``mkdtemp`` directory
+Binaries that must exist as files even when the disk cache is off (the C
+libraries of :func:`load_c_library`) go to :func:`private_dir`, a ``mkdtemp`` directory
 (0700) of this process, removed at exit -- never a shared, predictable path.
 
 Example::
@@ -52,18 +52,20 @@ Example::
 from __future__ import annotations
 
 import atexit
+import ctypes
 import hashlib
 import json
 import os
 import shutil
 import stat
+import subprocess
 import tempfile
 import threading
 from pathlib import Path
-from typing import Any, Callable, Hashable
+from typing import Any, Callable, Hashable, Sequence
 
 from tvm_ext.atomic_file import atomic_write, fsync_dir
-from tvm_ext.errors import CacheError
+from tvm_ext.errors import CacheError, ConfigError
 
 __all__ = [
     "get_or_build",
@@ -73,6 +75,8 @@ __all__ = [
     "private_dir",
     "store_binary",
     "check_binary",
+    "c_compiler",
+    "load_c_library",
     "clear_memory_cache",
     "cache_info",
 ]
@@ -347,6 +351,64 @@ def check_binary(path: str | os.PathLike) -> str | None:
     except _BadEntry as e:
         return str(e)
     return None
+
+
+def c_compiler(user: str, alternative: str) -> str:
+    """The C compiler to build with: ``$CC``, else the first of ``cc``, ``gcc``, ``clang`` on ``PATH``.
+
+    Without one, raises :class:`ConfigError` naming ``user`` (what needs it)
+    and ``alternative`` (what to do instead).
+
+    >>> bool(c_compiler("this example", "skip it"))
+    True
+    """
+    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
+    if not cc:
+        raise ConfigError(f"{user}: no C compiler found (looked for $CC, cc, gcc, clang); "
+                          f"install one or {alternative}")
+    return cc
+
+
+def load_c_library(name: str, compile_command: Callable[[], Sequence[str]], *, what: str,
+                   subdir: str = "") -> ctypes.CDLL:
+    """Load the C library cache entry ``name`` ``RTLD_GLOBAL``, compiled first unless a checked one is there.
+
+    The entry lives in :func:`binary_dir` (``subdir`` below it, mode 0700), or
+    in :func:`private_dir` when that cannot be written.  A missing entry, or one
+    :func:`check_binary` rejects, is compiled by ``[*compile_command(), tmp]``
+    (the command ends with ``-o``; it is asked for only when compiling) and
+    stored with :func:`store_binary`; the entry is checked again right before
+    ``dlopen``.  ``name`` must carry a hash of the source and flags, so that a
+    changed source never loads a stale library.  Raises :class:`ConfigError`
+    when compiling ``what`` fails, :class:`CacheError` when the built entry
+    fails its check.
+
+    >>> src = private_dir() / "answer.c"
+    >>> _ = src.write_text("int answer(void) { return 42; }")
+    >>> cc = c_compiler("this example", "skip it")
+    >>> lib = load_c_library("libanswer_v1.so", lambda: [cc, "-shared", "-fPIC", str(src), "-o"], what="answer.c")
+    >>> lib.answer()
+    42
+    """
+    def compile_to(tmp: str) -> None:
+        res = subprocess.run([*compile_command(), tmp], capture_output=True, text=True)
+        if res.returncode != 0:
+            raise ConfigError(f"compiling {what} failed: {res.stderr.strip()[:500]}")
+
+    def build_in(base: Path) -> Path:
+        out = (secure_cache_dir(base / subdir) if subdir else base) / name
+        if check_binary(out) is not None:
+            store_binary(out, compile_to)
+        return out
+
+    try:
+        out = build_in(binary_dir())
+    except OSError:  # a read-only cache directory: build privately
+        out = build_in(private_dir())
+    why = check_binary(out)
+    if why is not None:  # replaced between our write and now: never dlopen it
+        raise CacheError(f"{out}: {why}, right after building it")
+    return ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
 
 
 def _discard(path: Path) -> None:

@@ -23,47 +23,15 @@ from __future__ import annotations
 
 import ctypes
 import hashlib
-import os
-import shutil
-import subprocess
 import threading
 from pathlib import Path
 
-from tvm_ext.errors import CacheError, ConfigError
-
-__all__ = ["load_native", "private_dir"]
+__all__ = ["load_native"]
 
 _CSRC = Path(__file__).with_name("csrc")
 _FLAGS = ("-O2", "-std=c11", "-fPIC", "-shared")
 _LOCK = threading.Lock()
 _LOADED: dict[str, ctypes.CDLL] = {}
-
-
-def _compiler() -> str:
-    cc = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc") or shutil.which("clang")
-    if not cc:
-        raise ConfigError("the point-to-point executor needs a C compiler (looked for $CC, cc, gcc, "
-                          "clang); install one or use the barrier executor (sync='barrier')")
-    return cc
-
-
-def private_dir(persistent: bool = True) -> Path:
-    """``native/`` under the checked kernel cache (``persistent``), else under the process's private dir."""
-    from tvm_ext import kernel_cache
-
-    base = kernel_cache.binary_dir() if persistent else kernel_cache.private_dir()
-    return kernel_cache.secure_cache_dir(base / "native")
-
-
-def _build(src: Path, out: Path, cc: str) -> None:
-    from tvm_ext.kernel_cache import store_binary
-
-    def compile_to(tmp: str) -> None:
-        res = subprocess.run([cc, *_FLAGS, str(src), "-o", tmp], capture_output=True, text=True)
-        if res.returncode != 0:
-            raise ConfigError(f"compiling {src.name} failed: {res.stderr.strip()[:500]}")
-
-    store_binary(out, compile_to)
 
 
 def load_native(source: str) -> ctypes.CDLL:
@@ -73,25 +41,15 @@ def load_native(source: str) -> ctypes.CDLL:
     the compilation fails, :class:`tvm_ext.errors.CacheError` when the kernel
     cache directory is not private.
     """
-    from tvm_ext.kernel_cache import check_binary
+    from tvm_ext.kernel_cache import c_compiler, load_c_library
 
     src = _CSRC / source
     with _LOCK:
         if source in _LOADED:
             return _LOADED[source]
-        cc = _compiler()
+        cc = c_compiler("the point-to-point executor", "use the barrier executor (sync='barrier')")
         tag = hashlib.sha256(src.read_bytes() + " ".join((cc, *_FLAGS)).encode()).hexdigest()[:16]
-        name = f"lib{src.stem}_{tag}.so"
-        try:
-            out = private_dir() / name
-            if check_binary(out) is not None:
-                _build(src, out, cc)
-        except OSError:  # a read-only cache directory: build privately
-            out = private_dir(persistent=False) / name
-            _build(src, out, cc)
-        why = check_binary(out)
-        if why is not None:  # replaced between our write and now: never dlopen it
-            raise CacheError(f"{out}: {why}, right after building it")
-        lib = ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
+        lib = load_c_library(f"lib{src.stem}_{tag}.so", lambda: [cc, *_FLAGS, str(src), "-o"], what=src.name,
+                             subdir="native")
         _LOADED[source] = lib
         return lib
