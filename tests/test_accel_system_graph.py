@@ -9,20 +9,7 @@ import pytest
 from tvm_ext.accel import SystemGraph, available_systems, load_system
 from tvm_ext.errors import ConfigError
 
-
-def tiny(**over) -> dict:
-    """A minimal valid graph: one HBM, one register file, one unit, a DMA."""
-    cfg = {
-        "name": "tiny",
-        "memories": [{"name": "hbm", "kind": "hbm", "capacity": 1 << 20},
-                     {"name": "rf", "kind": "regfile", "capacity": 1 << 16}],
-        "copy_engines": [{"name": "dma"}],
-        "computes": [{"name": "u", "kind": "matrix", "memories": ["rf"], "instructions": ["matmul_32x32x32"]}],
-        "edges": [{"src": "hbm", "dst": "rf", "bandwidth": 32, "latency": 10, "issuer": "dma",
-                   "bidirectional": True}],
-    }
-    cfg.update(over)
-    return cfg
+from accel_helpers import tiny
 
 
 def test_bundled_configs_load_and_differ():
