@@ -21,6 +21,14 @@ def _snapshot(root):
     return {p.name: p.read_bytes() for p in sorted(root.iterdir()) if p.is_file()}
 
 
+def _session_refuses_untouched(task, db, match: str) -> None:
+    """A session on ``db`` raises TuningError matching ``match`` and leaves every file as it was."""
+    before = _snapshot(db)
+    with pytest.raises(TuningError, match=match):
+        run_session(task, db, 8, progress=False)
+    assert _snapshot(db) == before
+
+
 def _workload_line(shash: str = "123", version: str | None = None) -> str:
     """A MetaSchedule workload line whose module JSON records ``version`` (default: this TVM)."""
     body = json.dumps({"root_index": 0, "nodes": [], "metadata": {"tvm_version": version or tvm_version()}}).encode()
@@ -57,10 +65,7 @@ def test_corrupt_line_is_a_clear_error_and_nothing_is_overwritten(filled_db, tas
     path = filled_db / KNOB_RECORDS
     lines = path.read_bytes().splitlines(keepends=True)
     path.write_bytes(lines[0] + garbage + b"".join(lines[1:]))
-    before = _snapshot(filled_db)
-    with pytest.raises(TuningError, match=rf"{KNOB_RECORDS}:2: .*not modified"):
-        run_session(task, filled_db, 8, progress=False)
-    assert _snapshot(filled_db) == before
+    _session_refuses_untouched(task, filled_db, rf"{KNOB_RECORDS}:2: .*not modified")
 
 
 def test_ms_record_naming_a_missing_workload_is_corruption(tmp_path):
@@ -150,10 +155,7 @@ def test_knob_record_with_a_bad_cost_names_file_and_line(filled_db, task, cost):
     bad = json.loads(lines[1])
     text = json.dumps(bad).replace(json.dumps(bad["cost"]), "COST", 1).replace('"cost": COST', f'"cost": {cost}')
     path.write_bytes(lines[0] + text.encode() + b"\n" + b"".join(lines[2:]))
-    before = _snapshot(filled_db)
-    with pytest.raises(TuningError, match=rf"{KNOB_RECORDS}:2: cost must be a finite positive number"):
-        run_session(task, filled_db, 8, progress=False)
-    assert _snapshot(filled_db) == before
+    _session_refuses_untouched(task, filled_db, rf"{KNOB_RECORDS}:2: cost must be a finite positive number")
 
 
 @pytest.mark.parametrize("secs", ["[-0.001]", "[NaN]", "[Infinity]", "[0.001, -1e-05]", '["x"]', "[0]"])
@@ -192,10 +194,7 @@ def test_foreign_database_version_is_refused_untouched(filled_db, task, header, 
     if header.get("tvm", "") is None:
         header["tvm"] = tvm_version()
     (filled_db / META).write_text(json.dumps(header) + "\n")
-    before = _snapshot(filled_db)
-    with pytest.raises(TuningError, match=rf"{META}:1: {why}"):
-        run_session(task, filled_db, 8, progress=False)
-    assert _snapshot(filled_db) == before
+    _session_refuses_untouched(task, filled_db, rf"{META}:1: {why}")
 
 
 def test_workload_from_another_tvm_series_is_refused(tmp_path):
