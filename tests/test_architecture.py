@@ -223,3 +223,15 @@ def test_docstrings_and_comments_name_no_work_items():
              and p.relative_to(ROOT).as_posix() not in PROCESS_WORD_FILES
              for i, line in enumerate(_text(p).splitlines(), 1) if PROCESS_WORDS.search(line)]
     assert found == []
+
+
+@pytest.mark.parametrize("first", ["tvm", "tensorize", "schedules.sparse", "tvm_ext.accel"])
+def test_packages_import_in_any_order(first):
+    """Registering with TVM on import must not re-enter a package that is still initialising."""
+    import subprocess
+    import sys
+
+    code = (f"import {first}\n"
+            "import tensorize, schedules.sparse, schedules.fusion, tvm_ext.accel, tvm_ext.spmm_engine, tvm\n")
+    run = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-2000:]

@@ -224,7 +224,7 @@ def _candidates(program, system: SystemGraph, names: list[str], model, keep, top
     programs padded for both.  Every instruction is then mapped, as is, on
     all these programs, and selection picks the cheapest cover among them.
     """
-    from tensorize import get_isa
+    from tensorize.instructions import get_isa
     from tensorize.mapper import map_instruction
     from tensorize.transforms import TransformError
 
@@ -303,7 +303,7 @@ def _harmonise(chosen: list, found: list, model: SystemCostModel) -> list:
 
 def _uncovered_message(op: Op, system: SystemGraph, program, stmts: list[int]) -> str:
     """Which statements no unit covers, and which library instructions would (mapped, or after padding)."""
-    from tensorize import get_isa
+    from tensorize.instructions import get_isa
     from tensorize.mapper import map_instruction
     from tensorize.transforms import TransformError
 

@@ -90,7 +90,7 @@ SIM_IMPLS: dict[str, Callable[[dict, dict], Callable[[], None]]] = {
 
 def register_sim_implementations(isa_name: str = "accel") -> int:
     """Attach :data:`SIM_IMPLS` to every instruction of the ISA with a matching mnemonic; returns how many."""
-    from tensorize import get_isa
+    from tensorize.instructions import get_isa  # the submodule: tensorize may still be initialising
 
     isa = get_isa(isa_name)
     n = 0
@@ -127,7 +127,7 @@ class FunctionalSimulator:
     """Executes streams of one schedule on numpy data (slots + tensors)."""
 
     def __init__(self, schedule: Any):
-        from tensorize import get_isa
+        from tensorize.instructions import get_isa
 
         self.schedule = schedule
         self.pieces = schedule.tiles.pieces

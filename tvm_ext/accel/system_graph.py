@@ -374,7 +374,7 @@ class SystemGraph:
 
     @staticmethod
     def _compute(c: dict, isa_name: str) -> ComputeNode:
-        from tensorize import get_isa
+        from tensorize.instructions import get_isa
 
         _need(c, ("name", "kind", "memories", "instructions"), f"compute node {c.get('name', '?')!r}")
         _check_str(c["name"], "compute node: name")
@@ -468,7 +468,7 @@ class SystemGraph:
 
     # -- validation ------------------------------------------------------------
     def _validate(self) -> None:
-        from tensorize import get_isa
+        from tensorize.instructions import get_isa
 
         get_isa(self.isa)  # ConfigError for unknown ISAs
         if not _positive(self.clock_ghz):
@@ -586,7 +586,7 @@ class SystemGraph:
 
     def supported_instructions(self) -> list[str]:
         """Instructions at least one compute node runs (ISA order)."""
-        from tensorize import get_isa
+        from tensorize.instructions import get_isa
 
         have = {n for c in self.computes for n in c.instruction_names}
         return [n for n in get_isa(self.isa).names if n in have]
@@ -605,7 +605,7 @@ class SystemGraph:
 
     def cycles(self, device: int | str, instruction: str) -> float:
         """Cycle cost of one ``instruction`` call on a compute node (config value or the library's)."""
-        from tensorize import get_isa
+        from tensorize.instructions import get_isa
 
         c = self.computes[device] if isinstance(device, int) else self.compute(device)
         for n, cyc in c.instructions:
