@@ -243,3 +243,16 @@ def test_spmm_plot_writes_the_gflops_png(capsys, tmp_path):
     data = json.loads(capsys.readouterr().out)
     assert code == 0 and data["plot"] == str(png) and data["gflops"] > 0
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and png.stat().st_size > 2000
+
+
+def test_a_reader_that_leaves_early_gets_no_traceback():
+    """``tvm-ext ... | head``: the closed pipe ends the command quietly."""
+    import subprocess
+    import sys
+
+    proc = subprocess.Popen([sys.executable, "-m", "tvm_ext.cli", "matrix", "list"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # the reader is gone before anything is written
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0
+    assert "Traceback" not in err and "BrokenPipe" not in err, err

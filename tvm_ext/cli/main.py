@@ -214,7 +214,11 @@ def _main(argv: list[str]) -> int:
         return _fail(f"internal error: {type(e).__name__}: {e}{hint}", EXIT_INTERNAL_ERROR, as_json)
     if interrupts.seen:  # interrupted, and something swallowed the exception: the result may be partial
         return _fail("interrupted", EXIT_INTERRUPTED, as_json)
-    _emit(out, as_json)
+    try:
+        _emit(out, as_json)
+    except BrokenPipeError:  # the reader left (``tvm-ext ... | head``): stop quietly
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # Python's flush at exit must not fail again
     return int(getattr(out, "exit_code", 0))
 
 
