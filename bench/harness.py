@@ -178,6 +178,10 @@ def set_threads(n: int) -> None:
     """Set the thread count for TVM and for the peers, before either starts."""
     for key in ("TVM_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_NUM_THREADS"):
         os.environ[key] = str(n)
+    # OpenMP pools (MKL's iomp, torch's and GraphBLAS's gomp) park at once after a call instead of
+    # spinning for up to 200 ms: on 2 cores a spinning pool starves the next library timed
+    os.environ.setdefault("KMP_BLOCKTIME", "0")
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     try:
         import torch
 

@@ -36,6 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench.harness import BenchRun, bench_args, copy_bandwidth, geomean, time_python
+from tvm_ext.timing import settle
 
 #: Column counts of the benchmark (N = 1 runs the SpMV executors).
 N_VALUES = (1, 8, 32, 128)
@@ -190,6 +191,7 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
                            "inspect_runs": t_inspect / t_call, "ours_ms": t_call * 1e3,
                            "ours_out_ms": t_out * 1e3, "kernel_ms": t_kernel * 1e3}
     for peer, fn in _peers(A, B, n, threads).items():
+        settle()  # the previous library's worker threads park before this one is timed
         if not _close(fn(), ref, dtype):
             print(f"  WRONG RESULT from {peer} on {name} N={n}: not timed")
             continue
