@@ -188,3 +188,20 @@ def test_tuple_outputs_come_back_as_views_too():
     np.testing.assert_allclose(s, x + x, rtol=1e-6)
     np.testing.assert_allclose(p, x * x, rtol=1e-6)
     assert [s.ctypes.data, p.ctypes.data] == [t.data_ptr() for t in spy.result]
+
+
+@pytest.mark.parametrize("suffix", [".onnx", ".pt2"])
+def test_a_model_path_that_is_a_fifo_is_not_a_regular_file(tmp_path, suffix):
+    """A FIFO would block the reader forever: it is refused by name, not read."""
+    import os
+
+    from tvm_ext.errors import InputError
+    from tvm_ext.models import frontends
+
+    fifo = tmp_path / f"model{suffix}"
+    os.mkfifo(fifo)
+    load = frontends.load_onnx if suffix == ".onnx" else frontends.from_exported_program_file
+    with pytest.raises(InputError, match="not a regular file"):
+        load(str(fifo))
+    with pytest.raises(InputError, match="no such file"):
+        load(str(tmp_path / f"missing{suffix}"))

@@ -49,6 +49,14 @@ class MissingDependencyError(TvmExtError, ImportError):
 _EXTRAS = {"onnx": "onnx", "torch": "torch"}
 
 
+def _check_regular_file(path: Path, what: str) -> None:
+    """``InputError`` unless ``path`` is a regular file (a FIFO or a device would block or never end)."""
+    if not path.exists():
+        raise InputError(f"{what}: no such file")
+    if not path.is_file():
+        raise InputError(f"{what}: not a regular file")
+
+
 def require(package: str):
     """Import an optional package or raise :class:`MissingDependencyError` with the pip hint.
 
@@ -81,8 +89,7 @@ def load_onnx(model: Any, *, check: bool = True):
         elif isinstance(model, (str, os.PathLike)):
             path = Path(model)
             what = f"ONNX file {str(path)!r}"
-            if not path.is_file():
-                raise InputError(f"{what}: no such file")
+            _check_regular_file(path, what)
             data = path.read_bytes()
         else:
             raise InputError(f"ONNX model: expected a path, bytes or onnx.ModelProto, got {type(model).__name__}")
@@ -199,8 +206,7 @@ def from_exported_program_file(path: str | os.PathLike):
     """
     torch = require("torch")
     p = Path(path)
-    if not p.is_file():
-        raise InputError(f"exported program {str(p)!r}: no such file")
+    _check_regular_file(p, f"exported program {str(p)!r}")
     with open(p, "rb") as fh:  # a .pt2 is a zip archive; checked first, torch logs a traceback otherwise
         if fh.read(4) != b"PK\x03\x04":
             raise InputError(f"exported program {str(p)!r}: not a torch.export archive (a .pt2 file is a zip "
