@@ -211,10 +211,7 @@ def test_size_allowances_are_still_needed():
 #: Text that names the work item a piece of code came from instead of saying what the code does.
 PROCESS_WORDS = re.compile(r"\b(issue \d+|the issues? asks?|issue's|deliverables? \d*)", re.IGNORECASE)
 #: path -> why it may still say so.
-PROCESS_WORD_FILES = {
-    "tvm_ext/compile.py": "'the pair the issue asks for' in compile()'s docstring; the file is being edited "
-                          "elsewhere, reword it there",
-}
+PROCESS_WORD_FILES: dict[str, str] = {}
 
 
 def test_docstrings_and_comments_name_no_work_items():

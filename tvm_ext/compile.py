@@ -271,7 +271,7 @@ class CompiledModel:
     ``model(*inputs)`` (or ``model(name=array)``) returns the outputs as a list of numpy
     arrays, with no copy either way (:mod:`tvm_ext.model_call`): the kernels read the
     caller's arrays in place, and each output is a view of the buffer the VM wrote.
-    ``module, report = model`` unpacks the pair the issue asks for.
+    ``module, report = model`` unpacks it into the model and its report.
     """
 
     def __init__(self, built: Any, specs, report: CompileReport, *, packed: dict | None = None,
