@@ -377,7 +377,7 @@ def load_c_library(name: str, compile_command: Callable[[], Sequence[str]], *, w
     in :func:`private_dir` when that cannot be written.  A missing entry, or one
     :func:`check_binary` rejects, is compiled by ``[*compile_command(), tmp]``
     (the command ends with ``-o``; it is asked for only when compiling) and
-    stored with :func:`store_binary`; the entry is checked again right before
+    stored with :func:`store_binary`; a freshly built entry is checked again before
     ``dlopen``.  ``name`` must carry a hash of the source and flags, so that a
     changed source never loads a stale library.  Raises :class:`ConfigError`
     when compiling ``what`` fails, :class:`CacheError` when the built entry
@@ -395,17 +395,19 @@ def load_c_library(name: str, compile_command: Callable[[], Sequence[str]], *, w
         if res.returncode != 0:
             raise ConfigError(f"compiling {what} failed: {res.stderr.strip()[:500]}")
 
-    def build_in(base: Path) -> Path:
+    def build_in(base: Path) -> tuple[Path, bool]:
+        """The entry in ``base`` and whether it was (re)built just now."""
         out = (secure_cache_dir(base / subdir) if subdir else base) / name
-        if check_binary(out) is not None:
-            store_binary(out, compile_to)
-        return out
+        if check_binary(out) is None:
+            return out, False
+        store_binary(out, compile_to)
+        return out, True
 
     try:
-        out = build_in(binary_dir())
+        out, built = build_in(binary_dir())
     except OSError:  # a read-only cache directory: build privately
-        out = build_in(private_dir())
-    why = check_binary(out)
+        out, built = build_in(private_dir())
+    why = check_binary(out) if built else None  # an entry that was already there was just checked
     if why is not None:  # replaced between our write and now: never dlopen it
         raise CacheError(f"{out}: {why}, right after building it")
     return ctypes.CDLL(str(out), mode=ctypes.RTLD_GLOBAL)
