@@ -48,8 +48,8 @@ from schedules.fusion.analysis import GraphAnalysis
 from schedules.fusion.arg_roles import ArgRole
 from schedules.fusion.einsum_dag import EinsumDAG, Op
 from schedules.fusion.groups import FusionPlan
-from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, native_lanes,
-                                                parse_prim_func, prim_func_source)
+from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, dense_alignment,
+                                                native_lanes, parse_prim_func, prim_func_source)
 from tvm_ext.errors import ConfigError, ScheduleError, ShapeError
 
 __all__ = [
@@ -566,10 +566,9 @@ def _specialize(func, name: str, shape: tuple, dtype: str):
     for p in func.params:
         if p.name == name:
             dims = (p.shape[0],) + tuple(int(d) for d in shape[1:])
-            # dense operands are declared element-aligned (executors.codegen), so is the binding
-            align = np.dtype(dtype).itemsize
+            # the binding keeps the alignment codegen declared for dense operands
             return func.specialize({p: tvm.tirx.decl_buffer(dims, dtype, name=name,
-                                                             data_alignment=align)})
+                                                             data_alignment=dense_alignment(dtype))})
     raise ScheduleError(f"kernel has no parameter {name!r}")  # pragma: no cover - generator bug
 
 

@@ -23,8 +23,8 @@ import numpy as np
 
 from tvm_ext.errors import ConfigError, InputError
 
-__all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_buffers", "consumer_buffers",
-           "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype", "native_lanes",
+__all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_alignment", "dense_buffers",
+           "consumer_buffers", "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype", "native_lanes",
            "SUPPORTED_DTYPES"]
 
 #: Value dtypes the executors are generated for.
@@ -215,6 +215,15 @@ def consumer_buffers(consumer: RowConsumer | None, kind: str, dtype: str) -> lis
     return (dense if consumer.writes_c else dense[:1]) + list(consumer.buffers)
 
 
+def dense_alignment(dtype: str) -> int:
+    """Byte alignment the kernels declare for dense operands: one element of ``dtype``.
+
+    >>> dense_alignment("float32")
+    4
+    """
+    return np.dtype(dtype).itemsize
+
+
 def dense_buffers(kind: str, dtype: str, in_rows: str = "K", out_rows: str = "M") -> list[Buffer]:
     """``B``, ``C_in``, ``C_out`` buffers (2-D for SpMM, 1-D for SpMV).
 
@@ -229,6 +238,6 @@ def dense_buffers(kind: str, dtype: str, in_rows: str = "K", out_rows: str = "M"
     """
     b = (in_rows, "N") if kind == "spmm" else (in_rows,)
     c = (out_rows, "N") if kind == "spmm" else (out_rows,)
-    align = np.dtype(dtype).itemsize
+    align = dense_alignment(dtype)
     return [Buffer("b", "B", b, dtype, align), Buffer("c_in", "C_in", c, dtype, align),
             Buffer("c_out", "C_out", c, dtype, align)]
