@@ -28,7 +28,8 @@ from typing import Sequence
 import numpy as np
 
 from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python, time_tvm
-from bench.tensorize_gemm import measured_fma_peak, settle
+from bench.tensorize_gemm import measured_fma_peak
+from tvm_ext.timing import settle
 
 QUICK_RESNET = ("res5_3x3",)
 QUICK_MOBILENET = (13,)

@@ -46,7 +46,7 @@ import time  # noqa: E402
 import numpy as np  # noqa: E402
 
 from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python, time_tvm  # noqa: E402
-from tvm_ext.timing import numpy_time, settle  # noqa: E402,F401 - numpy_time is this bench's peer timing
+from tvm_ext.timing import numpy_time, settle  # noqa: E402
 
 #: DeepBench training GEMMs that run in seconds here (M, N, K), then square sizes.
 DEEPBENCH_PICK = ((1760, 16, 1760), (1760, 32, 1760), (1760, 64, 1760), (1760, 128, 1760),

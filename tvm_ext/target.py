@@ -368,7 +368,9 @@ class GemmBlocking:
 
     ``kc``: depth of a B micro-panel (``kc x nr``) that stays in half of L1;
     ``mc``: rows of an A block (``mc x kc``) in half of L2; ``nc``: columns of a B
-    block (``kc x nc``) in half of the core's L3 share.
+    block (``kc x nc``) in half of the core's L3 share.  The micro-kernel
+    (:mod:`tensorize.x86`) applies ``nr`` and ``k_unroll`` only; ``kc``, ``mc`` and
+    ``nc`` are reported (``bench.tensorize_gemm --peak``), not used to block loops.
     """
 
     mr: int
