@@ -889,9 +889,10 @@ def _schedule_loops(sch, block, binding, spec: IntrinSpec, tile, outer: str, par
 
 
 def schedule_refusals() -> tuple[type, ...]:
-    """The exception classes meaning "TVM refused a schedule primitive": TVM's ``ScheduleError``
-    and tvm_ext's, which the FFI raises instead once tvm_ext registers its error classes under
-    their names (:func:`tvm_ext.runtime_functions.register_runtime_functions`).
+    """The exception classes a best-effort schedule step treats as "refused": TVM's
+    ``ScheduleError`` (what a refused primitive raises; tvm_ext registers its own error classes
+    under qualified kinds, :func:`tvm_ext.runtime_functions.register_runtime_functions`, so
+    TVM's keeps its class) and tvm_ext's (what the plugin's own scheduling code raises).
 
     >>> len(schedule_refusals())
     2
