@@ -73,6 +73,7 @@ from schedules.fusion.kernels import (build_step_kernels, family, iteration_ops,
                                       schedule_steps, streamed_rank)
 from schedules.sparse.solvers import _deprecated_tol, resolve_tolerance, spd_precheck
 from tvm_ext.errors import ConfigError, ConvergenceError, InputError, ScheduleError, ShapeError
+from tvm_ext.zero_copy import empty_aligned
 
 __all__ = ["BlockCG", "BlockCGResult", "block_cg", "block_cg_numpy", "spd_pinv_solve",
            "SolveInfo", "FORMATS"]
@@ -198,11 +199,9 @@ def _iteration_plan(M: int, N: int, nnz: int, fused: bool) -> FusionPlan | Graph
 
 def _aligned(shape: tuple, dtype: str) -> np.ndarray:
     """A zeroed, 64-byte aligned C-contiguous array (TVM wraps it without a copy)."""
-    dt = np.dtype(dtype)
-    n = int(np.prod(shape))
-    raw = np.zeros(max(n, 1) * dt.itemsize + 64, dtype=np.uint8)
-    off = (-raw.ctypes.data) % 64
-    return raw[off:off + n * dt.itemsize].view(dt).reshape(shape)
+    out = empty_aligned(shape, dtype)
+    out.fill(0)
+    return out
 
 
 class _Iteration:

@@ -46,7 +46,7 @@ from schedules.sparse.transforms import (
 )
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
-from tvm_ext.zero_copy import empty_aligned
+from tvm_ext.zero_copy import aligned_copy, empty_aligned, is_aligned
 
 __all__ = [
     "to_csr", "to_coo", "to_bcsr", "to_ell", "to_dia", "to_csb", "to_hyb", "to_sell",
@@ -90,10 +90,6 @@ def _index(a: np.ndarray, what: str) -> np.ndarray:
     return _aligned(a, _INDEX)
 
 
-def _is_aligned(a: np.ndarray) -> bool:
-    return a.flags.c_contiguous and a.ctypes.data % 64 == 0
-
-
 def _aligned(a: np.ndarray, dtype: Any = None) -> np.ndarray:
     """``a`` (cast to ``dtype``) in a 64-byte aligned buffer: ``a`` itself when it already is one.
 
@@ -101,11 +97,9 @@ def _aligned(a: np.ndarray, dtype: Any = None) -> np.ndarray:
     view); any other array is copied at build time.
     """
     dt = a.dtype if dtype is None else np.dtype(dtype)
-    if a.dtype == dt and _is_aligned(a):
+    if a.dtype == dt and a.flags.c_contiguous and is_aligned(a):
         return a
-    out = empty_aligned(a.shape, dt)
-    np.copyto(out, a, casting="unsafe")
-    return out
+    return aligned_copy(a, dt)
 
 
 def _zeros(shape: Any, dtype: Any) -> np.ndarray:
