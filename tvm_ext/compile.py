@@ -274,7 +274,7 @@ class CompiledModel:
     ``module, report = model`` unpacks it into the model and its report.
     """
 
-    def __init__(self, built: Any, specs, report: CompileReport, *, packed: dict | None = None,
+    def __init__(self, built: Any, specs, report: CompileReport, *,
                  simulated: dict[str, str] | None = None, reporters: dict | None = None):
         import tvm
         from tvm import relax
@@ -285,7 +285,6 @@ class CompiledModel:
         self.built = built
         self.specs = specs
         self.report = report
-        self._packed = packed or {}
         self._simulated = simulated or {}
         self._reporters = reporters or {}
         self.last_outputs: list[np.ndarray] | None = None
@@ -302,14 +301,7 @@ class CompiledModel:
 
     def export_library(self, path: Any) -> None:
         """Write the compiled module (offloaded programs and report included) as a shared library;
-        :func:`load` opens it in any process that imports ``tvm_ext``.
-
-        Kernels registered in this process only (the llvm sparse executor, the fused GCN layer) cannot
-        be exported: a :class:`ConfigError` names them."""
-        in_process = [k.name for k in self.report.kernels if k.name in self._packed]
-        if in_process:
-            raise ConfigError(f"export_library: kernels {in_process} live in this process only (llvm sparse "
-                              "executor / fused GCN); compile with spmm_engine=... or sparse_threshold=0 to export")
+        :func:`load` opens it in any process that imports ``tvm_ext``."""
         try:
             self.built.export_library(str(path))
         except Exception:  # noqa: BLE001 - a library loaded from the kernel cache cannot be saved again
@@ -367,7 +359,7 @@ class CompiledModel:
 
         args = self._tensors(inputs or self.random_inputs())
         marks = {name: rep.mark() for name, rep in self._reporters.items()}
-        prof = profile(self.built, args, packed=self._packed, simulated=set(self._simulated) | set(RUNTIME_FUNCTIONS))
+        prof = profile(self.built, args, simulated=set(self._simulated) | set(RUNTIME_FUNCTIONS))
         by_name = {k.name: k for k in self.report.kernels}
         for k in self.report.kernels:
             k.calls, k.seconds, k.cycles, k.simulated_seconds, k.traffic = 0, None, None, None, {}
@@ -470,20 +462,13 @@ def report_from_parts(parts: dict[str, Any], *, target: str, spmm_engine: str | 
 
 def _model(built: Any, specs, report: CompileReport, parts: dict[str, Any]) -> CompiledModel:
     """The :class:`CompiledModel` of a built module: its kernels' timers and counters wired up."""
-    from tvm_ext.compile_steps.sparse_offload import packed_kernel
-
-    packed, simulated, programs = {}, {}, {}
+    simulated, programs = {}, {}
     for k in parts["kernels"]:
-        if k.get("in_process"):
-            kernel = packed_kernel(k["name"])
-            if kernel is None:
-                raise ConfigError(f"kernel {k['name']!r} was registered by another process; recompile the model")
-            packed[k["name"]] = kernel.time
-        elif "digest" in k:
+        if "digest" in k:
             simulated[k["name"]] = k["target"]
             programs[k["name"]] = (k["runtime"], bytes.fromhex(k["digest"]))
     reporters = {"programs": _ProgramReporter(programs)} if programs else {}
-    return CompiledModel(built, specs, report, packed=packed, simulated=simulated, reporters=reporters)
+    return CompiledModel(built, specs, report, simulated=simulated, reporters=reporters)
 
 
 def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any = None, tuning_db: Any = None,

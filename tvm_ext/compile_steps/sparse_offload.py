@@ -46,7 +46,7 @@ from tvm_ext.compile_steps.placement import ATTR_MEMBERS, op_id
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "materialize_packed", "DEFAULT_THRESHOLD",
-           "DEFAULT_MIN_ELEMENTS", "PACKED_ATTR", "OPERAND_ATTR", "packed_kernel", "embed_kernel"]
+           "DEFAULT_MIN_ELEMENTS", "PACKED_ATTR", "OPERAND_ATTR", "embed_kernel"]
 
 #: PrimFunc attribute of a stand-in: the symbol of the packed kernel it stands for.
 PACKED_ATTR = "tvm_ext.packed"
@@ -112,16 +112,6 @@ def _shape(expr: Any) -> tuple[int, ...] | None:
         return tuple(int(d) for d in expr.ty.shape.values)
     except (AttributeError, TypeError, ValueError):
         return None
-
-
-_PACKED: dict[str, Any] = {}  # symbol -> kernel registered in this process for a tvm_ext.packed stand-in
-
-
-def packed_kernel(symbol: str) -> Any:
-    """The kernel registered under ``symbol`` in this process (it has ``time(*inputs)``), else None.
-
-    The offload's own llvm kernels are TIR functions of the module (:func:`embed_kernel`), never here."""
-    return _PACKED.get(symbol)
 
 
 def _make_mutator():
