@@ -72,7 +72,7 @@ def case(kernel, isa) -> dict:
     got = next(iter(out.values()))
     ref = kernel.reference(*inputs)
     cycles = plan_cycles(plan)
-    used = [m.instruction for b in plan.blocks for m in plan.cover(b)]
+    used = [m.instruction for m in plan.chosen]
     # ideal: the kernel's own FLOP on the fastest unit the plan uses, every cycle busy
     peak_flop_per_cycle = max(2 * i.throughput if i.kind == "matmul" else i.throughput for i in used)
     ideal = kernel.flops / peak_flop_per_cycle
@@ -82,7 +82,7 @@ def case(kernel, isa) -> dict:
             "plan": "; ".join(f"{b}: " + " + ".join(m.instruction.name for m in plan.cover(b))
                               for b in plan.blocks),
             "transforms": " > ".join(str(t) for t in next(iter(plan.blocks.values())).transforms),
-            "calls": sum(m.calls for b in plan.blocks for m in plan.cover(b)),
+            "calls": sum(m.calls for m in plan.chosen),
             "flops": kernel.flops, "cycles": cycles, "ideal_cycles": ideal,
             "unit_utilization": ideal / cycles,
             "max_err_numpy": float(np.max(np.abs(got - ref))),

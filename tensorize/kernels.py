@@ -560,6 +560,11 @@ class Plan:
         """The mappings that compute ``block``, in statement order (one unless it is covered)."""
         return list(self.covers[block]) if block in self.covers else [self.candidates[block][0]]
 
+    @property
+    def chosen(self) -> list:
+        """Every mapping the plan runs: each block's :meth:`cover`, block by block."""
+        return [m for b in self.blocks for m in self.cover(b)]
+
     def on_one_program(self, cost_model: Any = None) -> "Plan":
         """The same plan with first choices that all live on one transformed program (what
         :func:`simulate_plan` runs), the one of least total cost (modelled cycles by default).
@@ -693,7 +698,7 @@ def simulate_plan(plan: Plan, inputs: dict[str, np.ndarray]) -> dict[str, np.nda
     from tensorize.isamir import collect_outputs, prepare_arrays, run_statement
     from tvm_ext.errors import MappingError
 
-    chosen = [m for b in plan.blocks for m in plan.cover(b)]
+    chosen = plan.chosen
     programs = {m.program.key for m in chosen}
     if len(programs) != 1:
         raise MappingError(f"simulate_plan: the plan's mappings live on {len(programs)} different programs; "
@@ -723,7 +728,7 @@ def plan_cycles(plan: Plan, cost_model: Any = None) -> float:
     from tensorize.selection import CycleCostModel
 
     model = cost_model or CycleCostModel()
-    return float(sum(model.cost(m.instruction, m) for b in plan.blocks for m in plan.cover(b)))
+    return float(sum(model.cost(m.instruction, m) for m in plan.chosen))
 
 
 def _by_structure(mappings) -> dict:
