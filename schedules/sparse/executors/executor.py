@@ -26,7 +26,7 @@ from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.spec import KINDS, ExecParams, FormatKernels
 from tvm_ext.errors import ConfigError, InputError, ShapeError
 from tvm_ext.timing import Timing, time_tvm
-from tvm_ext.zero_copy import empty_aligned
+from tvm_ext.zero_copy import empty_aligned, is_aligned
 
 __all__ = ["Executor", "Timing", "build_executor", "register_kernels", "kernels_for",
            "registered_formats"]
@@ -441,7 +441,7 @@ def _format_tensor(a, dev):
     import tvm_ffi
 
     if (isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.writeable and a.size
-            and a.ctypes.data % 64 == 0):
+            and is_aligned(a)):
         return tvm_ffi.from_dlpack(a)
     return tvm.runtime.tensor(np.ascontiguousarray(a), dev)
 
