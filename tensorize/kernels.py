@@ -583,7 +583,8 @@ class Plan:
         for cands in self.candidates.values():
             ks = {m.program.key for m in cands}
             keys = ks if keys is None else keys & ks
-        keys = (keys if keys is not None else fixed) & fixed if fixed else keys
+        if fixed:  # the covers' program is fixed: the candidates must live on it too
+            keys = fixed if keys is None else keys & fixed
         if not keys:
             raise MappingError("no transformed program carries a candidate for every block of the plan")
 
