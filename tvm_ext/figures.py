@@ -39,12 +39,13 @@ def pyplot() -> Any:
 
 
 @contextlib.contextmanager
-def png_figure(path: str | os.PathLike, *, ncols: int = 1,
-               figsize: tuple[float, float] = (7, 4.5)) -> Iterator[tuple[Any, Any]]:
+def png_figure(path: str | os.PathLike, *, ncols: int = 1, figsize: tuple[float, float] = (7, 4.5),
+               dpi: int = 100) -> Iterator[tuple[Any, Any]]:
     """A figure of one row of ``ncols`` axes; yields ``(fig, axes)``.
 
     When the block ends without an error the figure is laid out and written to
-    ``path`` (100 dpi, parent folders made); the figure is closed either way.
+    ``path`` (``dpi`` dots per inch, parent folders made); the figure is closed
+    either way.
 
     >>> import tempfile, pathlib
     >>> out = pathlib.Path(tempfile.mkdtemp()) / "two.png"
@@ -60,6 +61,6 @@ def png_figure(path: str | os.PathLike, *, ncols: int = 1,
         fig.tight_layout()
         out = Path(path)
         out.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(out, dpi=100)
+        fig.savefig(out, dpi=dpi)
     finally:
         plt.close(fig)

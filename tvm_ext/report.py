@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any, Callable, Sequence
 
 from tvm_ext.errors import ConfigError
+from tvm_ext.figures import png_figure
 
 __all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html",
            "bench_root"]
@@ -87,32 +88,25 @@ def _num(v: Any) -> float | None:
 def _bars(path: Path, title: str, labels: Sequence[str], series: dict[str, Sequence[Any]], ylabel: str,
           log: bool = True) -> Path | None:
     """Grouped bar chart; returns the PNG path (None when nothing is plottable)."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     series = {k: [_num(v) for v in vals] for k, vals in series.items()}
     series = {k: v for k, v in series.items() if any(x is not None for x in v)}
     if not labels or not series:
         return None
     width = 0.8 / len(series)
     many = len(labels) > 30
-    fig, ax = plt.subplots(figsize=(min(16.0, max(6.0, 0.55 * len(labels) * len(series) ** 0.5 + 2)), 4.5))
-    for i, (name, vals) in enumerate(series.items()):
-        xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
-        ax.bar(xs, [v or 0.0 for v in vals], width, label=name)
-    ax.set_xticks(range(len(labels)))
-    ax.set_xticklabels(labels, rotation=90 if many else 40, ha="center" if many else "right", fontsize=5 if many else 8)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    if log:
-        ax.set_yscale("log")
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    figsize = (min(16.0, max(6.0, 0.55 * len(labels) * len(series) ** 0.5 + 2)), 4.5)
+    with png_figure(path, figsize=figsize, dpi=110) as (_, ax):
+        for i, (name, vals) in enumerate(series.items()):
+            xs = [j + (i - (len(series) - 1) / 2) * width for j in range(len(labels))]
+            ax.bar(xs, [v or 0.0 for v in vals], width, label=name)
+        ax.set_xticks(range(len(labels)))
+        ax.set_xticklabels(labels, rotation=90 if many else 40, ha="center" if many else "right",
+                           fontsize=5 if many else 8)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        if log:
+            ax.set_yscale("log")
+        ax.legend(fontsize=8)
     return path
 
 
@@ -136,29 +130,20 @@ def _plot_gogeta(rows: dict[str, list[dict]], out: Path) -> list[Path]:
 def _lines(path: Path, title: str, xlabel: str, series: dict[str, tuple[Sequence[Any], Sequence[Any]]],
            ylabel: str, log: bool = True) -> Path | None:
     """One line (with markers) per series of (xs, ys); returns the PNG path or None."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
     series = {k: [(x, _num(y)) for x, y in zip(*xy) if _num(y) is not None] for k, xy in series.items()}
     series = {k: v for k, v in series.items() if v}
     if not series:
         return None
-    fig, ax = plt.subplots(figsize=(7, 4))
-    for name, pts in series.items():
-        ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
-    ax.set_xlabel(xlabel)
-    ax.set_ylabel(ylabel)
-    ax.set_title(title, fontsize=10)
-    if log:
-        ax.set_yscale("log")
-        ax.set_xscale("log", base=2)
-    ax.legend(fontsize=8)
-    fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
+    with png_figure(path, figsize=(7, 4), dpi=110) as (_, ax):
+        for name, pts in series.items():
+            ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=name)
+        ax.set_xlabel(xlabel)
+        ax.set_ylabel(ylabel)
+        ax.set_title(title, fontsize=10)
+        if log:
+            ax.set_yscale("log")
+            ax.set_xscale("log", base=2)
+        ax.legend(fontsize=8)
     return path
 
 
@@ -323,7 +308,7 @@ def run_suite(suite: Suite, size: str, out_dir: str | os.PathLike, *, timeout_s:
     if suite.plot is not None and result.rows:
         try:
             result.plots = suite.plot(result.rows, out / "plots")
-        except ImportError:
+        except (ImportError, ConfigError):  # the plots' only ConfigError: tvm_ext.figures finds no matplotlib
             result.error += ("; " if result.error else "") + "matplotlib not installed: no plots"
         except Exception as e:  # noqa: BLE001 - a plot must not lose the tables
             result.error += ("; " if result.error else "") + f"plot failed: {type(e).__name__}: {e}"
