@@ -65,6 +65,7 @@ import scipy.sparse as sp
 from schedules.sparse.level_sets import LevelSchedule, schedule_of_canonical
 from tvm_ext.errors import InputError, ShapeError
 from tvm_ext.workloads import canonical_csr
+from tvm_ext.zero_copy import empty_aligned
 
 __all__ = [
     "FORWARD", "BACKWARD", "SYMMETRIC", "SUPPORTED_DTYPES",
@@ -272,10 +273,7 @@ def check_vector(v: Any, n: int, dtype: str, what: str) -> np.ndarray:
 
 def aligned_empty(n: int, dtype: str) -> np.ndarray:
     """A 64-byte aligned numpy vector (TVM wraps such memory zero-copy)."""
-    dt = np.dtype(dtype)
-    raw = np.empty(max(n, 1) * dt.itemsize + 64, dtype=np.uint8)
-    off = (-raw.ctypes.data) % 64
-    return raw[off:off + n * dt.itemsize].view(dt)
+    return empty_aligned(n, dtype)
 
 
 def wrap(arr: np.ndarray):
