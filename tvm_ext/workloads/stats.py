@@ -94,8 +94,7 @@ def block_fill(A, max_r: int = 8, max_c: int = 8) -> dict[str, float]:
 def _exact_fill(A, heights: Sequence[int], widths: Sequence[int]) -> dict[str, float]:
     if A.nnz == 0:
         return {f"{r}x{c}": 0.0 for r in heights for c in widths}
-    rows = np.repeat(np.arange(A.shape[0], dtype=np.int64), row_lengths(A))
-    cols = A.indices.astype(np.int64)
+    rows, cols = _coords(A)
     out: dict[str, float] = {}
     for r in heights:
         n_br = -(-A.shape[0] // r)
