@@ -345,11 +345,11 @@ def _facts_of(target_json: str) -> HardwareFacts:
     rate = FMA_PER_CYCLE.get(mcpu, 2 if bits >= 256 else 1)
     host = str(_host_target_dict().get("mcpu", "")) == mcpu
     caches = _host_caches() if host else None
+    l1d, l2, l3 = caches or _DEFAULT_CACHES[bits]
     cores = int(tgt.attrs.get("num-cores", 0) or 0) or num_threads()
     return HardwareFacts(mcpu=mcpu, vector_bits=bits, vector_registers=regs, has_fma=fma,
                          fma_per_cycle=rate if fma else 1, fma_latency=FMA_LATENCY.get(mcpu, 4),
-                         l1d_bytes=(caches or _DEFAULT_CACHES[bits])[0], l2_bytes=(caches or _DEFAULT_CACHES[bits])[1],
-                         l3_bytes=(caches or _DEFAULT_CACHES[bits])[2], cores=cores,
+                         l1d_bytes=l1d, l2_bytes=l2, l3_bytes=l3, cores=cores,
                          caches_from="sysfs" if caches else "defaults")
 
 
