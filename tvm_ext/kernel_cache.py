@@ -417,9 +417,7 @@ def _discard(path: Path) -> None:
     for p in (path, _sidecar(path)):
         try:
             p.unlink()
-        except FileNotFoundError:
-            pass
-        except OSError:  # e.g. a directory in the way: store_binary's replace will fail, memory cache only
+        except OSError:  # gone already, or e.g. a directory in the way: store_binary's replace fails, memory only
             pass
 
 
