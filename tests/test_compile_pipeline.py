@@ -103,7 +103,7 @@ def test_each_pass_runs_in_a_users_own_sequential():
     mod, ref = _two_same_shape_matmuls()
     seq = tvm.transform.Sequential([
         P.PrepareForInference(), P.AnnotateOpIds(), relax.transform.FoldConstant(),  # one of the user's own
-        P.OffloadSparseMatmuls(), P.PartitionForAccel(), P.MaterializePackedCalls(), P.ConvertConvLayout(),
+        P.OffloadSparseMatmuls(), P.PartitionForAccel(), P.ConvertConvLayout(),
         P.LegalizeAndFuse(), P.ApplyTuningRecords(), P.TensorizeOrDefault("never"), P.PrepackWeights()])
     with tvm_ext.default_target():
         out = seq(mod)

@@ -62,7 +62,7 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
         seq.append(P.PartitionForAccel(system, approach=approach, tuning=tuning))
     if engine is not None:
         seq.append(P.PartitionForSextans(spmm_engine, knobs=knobs))
-    seq += [P.MaterializePackedCalls(), P.ConvertConvLayout(), P.LegalizeAndFuse(),
+    seq += [P.ConvertConvLayout(), P.LegalizeAndFuse(),
             P.ApplyTuningRecords(tuning_db, target), P.TensorizeOrDefault(tensorize, target),
             P.PrepackWeights(target)]
     return seq

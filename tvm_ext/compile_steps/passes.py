@@ -11,7 +11,6 @@ In the order :func:`tvm_ext.pipeline.pipeline` runs them:
   call (:mod:`.sparse_offload`);
 * :func:`PartitionForAccel`: the matrix accelerator's BYOC;
 * :func:`PartitionForSextans`: the Sextans engine's BYOC (tuned knobs applied);
-* :func:`MaterializePackedCalls`: stand-ins of packed kernels (``tvm_ext.packed``) become packed calls;
 * :func:`ConvertConvLayout`: convolutions left for llvm to NHWC;
 * :func:`LegalizeAndFuse`: ``LegalizeOps`` + ``FuseOps`` + ``FuseTIR``, each
   fused kernel's member ops recorded on it;
@@ -44,7 +43,7 @@ from tvm_ext.compile_steps import placement as pl
 from tvm_ext.errors import ConfigError, InputError
 
 __all__ = ["PrepareForInference", "AnnotateOpIds", "OffloadSparseMatmuls", "PartitionForAccel",
-           "PartitionForSextans", "MaterializePackedCalls", "ConvertConvLayout", "LegalizeAndFuse",
+           "PartitionForSextans", "ConvertConvLayout", "LegalizeAndFuse",
            "ApplyTuningRecords", "TensorizeOrDefault", "ApplyScheduleRules", "ScheduleRule", "MeasuredTensorize",
            "DefaultSchedule", "PrepackWeights", "CONV_LAYOUT"]
 
@@ -247,18 +246,6 @@ def resolve_engine(spmm_engine: Any):
     except (KeyError, ValueError) as e:
         raise ConfigError(f"spmm_engine: {e}") from None
     return EngineChoice(resolve_config(config), plat, plat.name, config is not None)
-
-
-def MaterializePackedCalls():  # noqa: N802
-    """Stand-in ``call_tir``s (PrimFuncs with a ``tvm_ext.packed`` attribute) become ``R.call_dps_packed``
-    to the kernels they name; the pipeline's own sparse kernels are TIR functions and stay as they are."""
-    from tvm_ext.compile_steps.sparse_offload import materialize_packed
-
-    @_module_pass("tvm_ext.MaterializePackedCalls")
-    def run(mod, ctx):
-        return materialize_packed(mod)
-
-    return run
 
 
 def ConvertConvLayout(layout: dict | None = None):  # noqa: N802

@@ -45,11 +45,9 @@ import numpy as np
 from tvm_ext.compile_steps.placement import ATTR_MEMBERS, op_id
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "materialize_packed", "DEFAULT_THRESHOLD",
-           "DEFAULT_MIN_ELEMENTS", "PACKED_ATTR", "OPERAND_ATTR", "embed_kernel"]
+__all__ = ["SparseRewrite", "sparse_constant", "offload_sparse_matmuls", "DEFAULT_THRESHOLD",
+           "DEFAULT_MIN_ELEMENTS", "OPERAND_ATTR", "embed_kernel"]
 
-#: PrimFunc attribute of a stand-in: the symbol of the packed kernel it stands for.
-PACKED_ATTR = "tvm_ext.packed"
 #: PrimFunc attribute of an embedded sparse kernel: the digest of the constant matrix it was built for
 #: (one kernel per matrix and plan, as the matrices' arrays are arguments).
 OPERAND_ATTR = "tvm_ext.sparse_operand"
@@ -327,36 +325,6 @@ def _layer_roles(layer: Any, X: Any, W: Any) -> list[tuple[str, Any]] | None:
     if [r[0] for r in roles].count("output") != 1:
         return None
     return roles
-
-
-def materialize_packed(mod: Any, placeholders: dict[str, str] | None = None) -> Any:
-    """Replace the stand-in ``call_tir``s by ``R.call_dps_packed`` to the registered kernels.
-
-    ``placeholders``: stand-in name -> symbol; by default read from the stand-ins' ``tvm_ext.packed`` attribute."""
-    import tvm
-    from tvm import relax
-
-    if placeholders is None:
-        placeholders = {gv.name_hint: str(f.attrs[PACKED_ATTR]) for gv, f in mod.functions.items()
-                        if isinstance(f, tvm.tirx.PrimFunc) and f.attrs is not None and PACKED_ATTR in f.attrs}
-    if not placeholders:
-        return mod
-
-    @relax.expr_functor.mutator
-    class _Swap(relax.PyExprMutator):
-        def visit_call_(self, op):  # noqa: N802 - TVM's hook name
-            call = super().visit_call_(op)
-            if getattr(call.op, "name", "") == "relax.call_tir" and isinstance(call.args[0], relax.GlobalVar):
-                symbol = placeholders.get(call.args[0].name_hint)
-                if symbol is not None:
-                    return relax.call_dps_packed(symbol, list(call.args[1].fields), out_ty=call.ty)
-            return call
-
-    swap = _Swap(mod)
-    for gv, func in list(mod.functions.items()):
-        if isinstance(func, relax.Function):
-            mod[gv] = swap.visit_expr(func)
-    return relax.transform.DeadCodeElimination()(mod)
 
 
 def _op_type():
