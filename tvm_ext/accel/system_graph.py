@@ -48,7 +48,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Iterable, Mapping
 
-from tvm_ext.errors import ConfigError
+from tvm_ext.errors import ConfigError, positive_int
 from tvm_ext.json_config import check_finite, parse_json, read_json_file
 
 __all__ = [
@@ -90,9 +90,8 @@ class MemoryNode:
             raise ConfigError(f"{what}: capacity must be a positive number of bytes, got {self.capacity!r}")
         if self.bandwidth is not None and not _positive(self.bandwidth):
             raise ConfigError(f"{what}: port bandwidth must be > 0 bytes/cycle (or null), got {self.bandwidth!r}")
-        if self.max_operands is not None and (isinstance(self.max_operands, bool)
-                                              or not isinstance(self.max_operands, int) or self.max_operands < 1):
-            raise ConfigError(f"{what}: max_operands must be a positive integer, got {self.max_operands!r}")
+        if self.max_operands is not None:
+            positive_int(self.max_operands, f"{what}: max_operands", ConfigError)
 
 
 @dataclass(frozen=True)
@@ -123,8 +122,7 @@ class CopyEngine:
 
     def __post_init__(self) -> None:
         _check_str(self.name, "copy engine: name")
-        if isinstance(self.channels, bool) or not isinstance(self.channels, int) or self.channels < 1:
-            raise ConfigError(f"copy engine {self.name!r}: channels must be a positive integer, got {self.channels!r}")
+        positive_int(self.channels, f"copy engine {self.name!r}: channels", ConfigError)
 
 
 @dataclass(frozen=True)
