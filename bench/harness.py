@@ -84,12 +84,14 @@ class BenchRun:
                 fh.write(json.dumps(record, default=_json_default) + "\n")
 
     def markdown(self, columns: Sequence[str], *,
-                 ratios: dict[str, tuple[str, str]] | None = None) -> str:
-        """Markdown table of ``columns`` plus ratio columns ``{name: (num, den)}``."""
+                 ratios: dict[str, tuple[str, str]] | None = None,
+                 rows: Iterable[dict[str, Any]] | None = None) -> str:
+        """Markdown table of ``columns`` plus ratio columns ``{name: (num, den)}``, of ``rows``
+        (default: every row recorded)."""
         ratios = ratios or {}
         headers = list(columns) + list(ratios)
         body = []
-        for row in self.rows:
+        for row in self.rows if rows is None else rows:
             vals = [row.get(c) for c in columns]
             for num, den in ratios.values():
                 a, b = row.get(num), row.get(den)

@@ -39,7 +39,6 @@ import numpy as np
 import scipy.sparse as sp
 
 from bench.harness import BenchRun, bench_args, geomean, time_python
-from tvm_ext.markdown import table
 
 #: Column counts of the selection part (N = 1 runs the SpMV kernels).
 N_VALUES = (1, 8, 32, 128)
@@ -184,15 +183,15 @@ def main() -> None:
     if args.part in ("formats", "all"):
         _formats_part(run, args.quick)
         fmt_rows = [r for r in run.rows if r["part"] == "formats"]
-        print(_table(fmt_rows, ["matrix", "format", "ours_s", "nnz_per_s", "peer", "peer_s", "insp_in_spmv"],
-                     ratios={"peer/ours": ("peer_s", "ours_s")}))
+        print(run.markdown(["matrix", "format", "ours_s", "nnz_per_s", "peer", "peer_s", "insp_in_spmv"],
+                           ratios={"peer/ours": ("peer_s", "ours_s")}, rows=fmt_rows))
         with_peer = [r["peer_s"] / r["ours_s"] for r in fmt_rows if r["peer_s"]]
         print(f"\ngeomean peer/ours over {len(with_peer)} rows with a scipy peer: {geomean(with_peer):.3f}\n")
     if args.part in ("selection", "all"):
         _selection_part(run, args.quick, tuple(args.n))
         sel = [r for r in run.rows if r["part"] == "selection"]
-        print(_table(sel, ["matrix", "nnz", "n", "chosen", "inspect_s", "build_s", "select_s", "measure_s",
-                           "inspector_s", "nnz_per_s", "run_s", "runs", "runs_fastest", "oracle", "regret"]))
+        print(run.markdown(["matrix", "nnz", "n", "chosen", "inspect_s", "build_s", "select_s", "measure_s",
+                            "inspector_s", "nnz_per_s", "run_s", "runs", "runs_fastest", "oracle", "regret"], rows=sel))
         at8 = [r for r in sel if r["n"] == 8]
         worst = max(at8, key=lambda r: r["runs"]) if at8 else None
         if worst:
@@ -206,14 +205,6 @@ def main() -> None:
             if rows:
                 print(f"  N={n}: geomean regret {geomean(r['regret'] for r in rows):.3f}, "
                       f"median runs {np.median([r['runs'] for r in rows]):.1f}")
-
-
-def _table(rows: list[dict[str, Any]], columns: list[str], ratios: dict[str, tuple[str, str]] | None = None) -> str:
-    """Markdown table of some rows (``ratios``: ``{name: (numerator, denominator)}``)."""
-    ratios = ratios or {}
-    body = [[r.get(c) for c in columns] + [r[a] / r[b] if r.get(a) and r.get(b) else None
-                                           for a, b in ratios.values()] for r in rows]
-    return table(list(columns) + list(ratios), body)
 
 
 if __name__ == "__main__":
