@@ -353,8 +353,13 @@ def _alg1(b: _Backend, it: _Iteration, maxiter: int, max_restarts: int) -> tuple
             it.callback(b.x())
 
 
-def _column_scales(B: np.ndarray) -> np.ndarray:
-    norms = np.sqrt(np.einsum("ij,ij->j", B, B, dtype=np.float64))
+def _column_norms(B: np.ndarray) -> np.ndarray:
+    return np.sqrt(np.einsum("ij,ij->j", B, B, dtype=np.float64))
+
+
+def _column_scales(B: np.ndarray, norms: np.ndarray | None = None) -> np.ndarray:
+    """Each column's norm (1 for a zero column): the unit scaling of the iteration."""
+    norms = _column_norms(B) if norms is None else norms
     return np.where(norms > 0, norms, 1.0)
 
 
@@ -581,8 +586,9 @@ class BlockCG:
             raise ShapeError(f"block_cg: B has {B.shape[1]} columns, the solver was built for {self.n_rhs}")
         if callback is not None and not callable(callback):
             raise InputError(f"block_cg: callback must be callable, got {type(callback).__name__}")
-        scales = _column_scales(B)
-        bmax = float(np.sqrt(np.einsum("ij,ij->j", B, B)).max()) if B.size else 0.0
+        norms = _column_norms(B)
+        scales = _column_scales(B, norms)
+        bmax = float(norms.max()) if B.size else 0.0
         tol = resolve_tolerance(rtol, atol, bmax, "block_cg")
         on_iter = None if callback is None else (lambda Xs: callback(Xs.astype(np.float64) * scales[None, :]))
         it = _Iteration(tol, self.n_rhs, on_iter)
