@@ -241,7 +241,6 @@ def make_spd(A: Any, *, shift: float = 1.0, dtype: Any = "float64") -> sp.csr_ar
     return _finish(M + sp.diags_array(diag, format="csr"), dtype)
 
 
-
 def fem_elasticity(n: int, *, dtype: Any = "float64") -> sp.csr_array:
     """Plane-strain linear elasticity, bilinear (Q1) elements on an ``n x n`` node grid.
 
