@@ -42,7 +42,7 @@ from typing import Any, Callable, Protocol
 import numpy as np
 import scipy.sparse as sp
 
-from tvm_ext.workloads import canonical_csr, matrix_stats
+from tvm_ext.workloads import canonical_csr, matrix_stats, row_lengths
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 
 __all__ = [
@@ -166,7 +166,7 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     A = canonical_csr(A, allow_nan=True)
     feats = matrix_stats(A, block_sizes=SELECTOR_BLOCK_SIZES, sample=True, symmetry=False, seed=seed,
                          sample_fraction=FILL_SAMPLE_FRACTION)
-    feats["_row_lengths"] = np.diff(A.indptr).astype(np.int64)
+    feats["_row_lengths"] = row_lengths(A)
     return feats
 
 
