@@ -54,8 +54,8 @@ import scipy.sparse as sp
 
 from schedules.sparse.level_sets import LevelSchedule, schedule_of_canonical
 from schedules.sparse.triangular import (
-    BACKWARD, FORWARD, SweepExecutor, _check_dtype, aligned_empty, check_vector,
-    default_min_parallel_rows, level_segments, wrap,
+    BACKWARD, FORWARD, SweepExecutor, _check_dtype, aligned_empty, check_vector, executor_segments,
+    wrap,
 )
 from tvm_ext.errors import InputError
 from tvm_ext.workloads import canonical_csr
@@ -195,11 +195,9 @@ class ILU0:
         if parallel and self.n:
             self.schedule = schedule_of_canonical(A, lower=True)
             B, self.perm = self.schedule.matrix, self.schedule.perm
-            mpr = default_min_parallel_rows() if min_parallel_rows is None else int(min_parallel_rows)
-            seg_ptr, seg_par = level_segments(self.schedule.level_ptr, mpr)
         else:
             B, self.perm = A, None
-            seg_ptr, seg_par = np.array([0, self.n], _I32), np.zeros(2, _I32)
+        seg_ptr, seg_par = executor_segments(self.schedule, self.n, min_parallel_rows)
         t1 = time.perf_counter()
         dpos = _diagonal_positions(B, self.perm, what) if self.n else np.zeros(0, _I32)
         t2 = time.perf_counter()

@@ -69,7 +69,7 @@ from tvm_ext.zero_copy import empty_aligned
 
 __all__ = [
     "FORWARD", "BACKWARD", "SYMMETRIC", "SUPPORTED_DTYPES",
-    "sweep_func", "sweep_kernel", "level_segments", "default_min_parallel_rows",
+    "sweep_func", "sweep_kernel", "level_segments", "executor_segments", "default_min_parallel_rows",
     "SweepExecutor", "TriangularSolver", "GaussSeidel",
     "check_vector", "aligned_empty", "wrap", "SYNCS",
 ]
@@ -230,6 +230,21 @@ def level_segments(level_ptr: np.ndarray, min_parallel_rows: int) -> tuple[np.nd
     return seg_ptr, seg_par
 
 
+def executor_segments(schedule: LevelSchedule | None, n: int,
+                      min_parallel_rows: int | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """``seg_ptr``, ``seg_par`` of a sweep executor: the schedule's levels grouped by
+    :func:`level_segments` (``min_parallel_rows`` defaults to
+    :func:`default_min_parallel_rows`), or, with no schedule, one serial segment of ``n`` rows.
+
+    >>> [a.tolist() for a in executor_segments(None, 5)]
+    [[0, 5], [0, 0]]
+    """
+    if schedule is None:
+        return np.array([0, n], _I32), np.zeros(2, _I32)
+    mpr = default_min_parallel_rows() if min_parallel_rows is None else int(min_parallel_rows)
+    return level_segments(schedule.level_ptr, mpr)
+
+
 def _split_diagonal(B: sp.csr_array) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
     """Off-diagonal part of canonical ``B``, its diagonal, and 'has a diagonal entry'."""
     n = B.shape[0]
@@ -383,13 +398,12 @@ def _build(A: sp.csr_array, *, lower: bool, parallel: bool, min_parallel_rows: i
         sched = schedule_of_canonical(A, lower)
         return P2PExecutor(p2p_schedule(sched, num_threads()), what=what, target=target), sched
     if not parallel:
-        seg_ptr, seg_par = np.array([0, n], _I32), np.zeros(2, _I32)
+        seg_ptr, seg_par = executor_segments(None, n)
         ex = SweepExecutor(A, seg_ptr=seg_ptr, seg_par=seg_par, parallel=False, perm=None,
                            what=what, target=target)
         return ex, None
     sched = schedule_of_canonical(A, lower)
-    mpr = default_min_parallel_rows() if min_parallel_rows is None else int(min_parallel_rows)
-    seg_ptr, seg_par = level_segments(sched.level_ptr, mpr)
+    seg_ptr, seg_par = executor_segments(sched, n, min_parallel_rows)
     ex = SweepExecutor(sched.matrix, seg_ptr=seg_ptr, seg_par=seg_par, parallel=True,
                        perm=sched.perm, what=what, target=target)
     return ex, sched
