@@ -114,6 +114,7 @@ def _shape(expr: Any) -> tuple[int, ...] | None:
 
 def _make_mutator():
     from tvm import relax
+    from tvm.ir import Op
 
     @relax.expr_functor.mutator
     class _SparseMatmuls(relax.PyExprMutator):
@@ -131,7 +132,7 @@ def _make_mutator():
 
         def visit_call_(self, op):  # noqa: N802 - TVM's hook name
             call = super().visit_call_(op)
-            if not isinstance(call.op, _op_type()) or call.op.name != "relax.matmul" or len(call.args) != 2:
+            if not isinstance(call.op, Op) or call.op.name != "relax.matmul" or len(call.args) != 2:
                 return call
             lhs, rhs = call.args
             o = self.options
@@ -213,7 +214,7 @@ def _make_mutator():
             if not o["fuse_gcn"] or not isinstance(B, relax.Var) or self.uses.get(B, 0) != 1:
                 return None
             inner = self.lookup_binding(B)
-            if not (isinstance(inner, relax.Call) and isinstance(inner.op, _op_type())
+            if not (isinstance(inner, relax.Call) and isinstance(inner.op, Op)
                     and inner.op.name == "relax.matmul"):
                 return None
             X, W = inner.args
@@ -325,12 +326,6 @@ def _layer_roles(layer: Any, X: Any, W: Any) -> list[tuple[str, Any]] | None:
     if [r[0] for r in roles].count("output") != 1:
         return None
     return roles
-
-
-def _op_type():
-    import tvm
-
-    return tvm.ir.Op
 
 
 def _use_counts(mod: Any) -> dict:
