@@ -93,23 +93,24 @@ class MSTask(Task):
         raise NotImplementedError
 
 
-def _run_module(module, arrays: Sequence[np.ndarray], out_index: int) -> np.ndarray:
+def _run(module, arrays: Sequence[np.ndarray]) -> list:
+    """Run ``module["main"]`` once on copies of ``arrays``; the TVM tensors it ran on."""
     import tvm
 
     dev = tvm.cpu(0)
     ts = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in arrays]
     module["main"](*ts)
-    return ts[out_index].numpy()
+    return ts
+
+
+def _run_module(module, arrays: Sequence[np.ndarray], out_index: int) -> np.ndarray:
+    """Run ``module["main"]`` once on copies of ``arrays``; argument ``out_index``'s contents afterwards."""
+    return _run(module, arrays)[out_index].numpy()
 
 
 def _run_all(module, arrays: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Run ``module["main"]`` once on copies of ``arrays``; every argument's contents afterwards."""
-    import tvm
-
-    dev = tvm.cpu(0)
-    ts = [tvm.runtime.tensor(np.ascontiguousarray(a), dev) for a in arrays]
-    module["main"](*ts)
-    return [t.numpy() for t in ts]
+    return [t.numpy() for t in _run(module, arrays)]
 
 
 def _rel_err(got: np.ndarray, ref: np.ndarray) -> float:
