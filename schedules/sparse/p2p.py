@@ -265,7 +265,7 @@ class P2PExecutor:
                  timeout_ms: int = DEFAULT_TIMEOUT_MS):
         import tvm
 
-        from schedules.sparse.triangular import _split_diagonal
+        from schedules.sparse.triangular import _sweep_operands
 
         B = sched.matrix
         self.n = B.shape[0]
@@ -273,15 +273,7 @@ class P2PExecutor:
         self.perm = sched.perm
         self.schedule = sched
         self.timeout_ms = int(timeout_ms)
-        off, diag, present = _split_diagonal(B)
-        bad = np.flatnonzero(~present | (diag == 0))
-        if bad.size:
-            from tvm_ext.errors import InputError
-
-            r = int(sched.perm[bad[0]])
-            raise InputError(f"{what}: zero or missing diagonal at row {r} "
-                             f"({bad.size} such row{'s' if bad.size > 1 else ''}); "
-                             "the sweep divides by A[r, r]")
+        off, diag = _sweep_operands(B, sched.perm, what)
         cpu = tvm.cpu(0)
         nz = lambda a, dt: a if a.size else np.zeros(1, dt)  # noqa: E731 - no 0-size buffers
         self.kernel = p2p_kernel(self.dtype, target)
@@ -312,14 +304,6 @@ class P2PExecutor:
 
     def run_numpy(self, b: np.ndarray, x: np.ndarray, mode: int, sweeps: int) -> np.ndarray:
         """``run`` on numpy vectors in original row order; returns the new x."""
-        from schedules.sparse.triangular import aligned_empty, wrap
+        from schedules.sparse.triangular import _run_in_original_order
 
-        if self.n == 0 or sweeps == 0:
-            return x.copy()
-        bo, xo = aligned_empty(self.n, self.dtype), aligned_empty(self.n, self.dtype)
-        np.take(b, self.perm, out=bo)
-        np.take(x, self.perm, out=xo)
-        self.run(wrap(bo), wrap(xo), mode, sweeps)
-        out = np.empty_like(xo)
-        out[self.perm] = xo
-        return out
+        return _run_in_original_order(self, b, x, mode, sweeps)

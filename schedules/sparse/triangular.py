@@ -299,6 +299,47 @@ def wrap(arr: np.ndarray):
 
 
 # --------------------------------------------------------------------------- executor
+def _sweep_operands(B: sp.csr_array, perm: np.ndarray | None, what: str) -> tuple[sp.csr_array, np.ndarray]:
+    """``B``'s off-diagonal part and its diagonal, which every sweep divides by.
+
+    A zero or missing diagonal entry is an :class:`InputError` naming the first
+    such row in the original order (``perm`` maps executor rows to it).
+    """
+    off, diag, present = _split_diagonal(B)
+    bad = np.flatnonzero(~present | (diag == 0))
+    if bad.size:
+        r = int(bad[0]) if perm is None else int(perm[bad[0]])
+        raise InputError(f"{what}: zero or missing diagonal at row {r} "
+                         f"({bad.size} such row{'s' if bad.size > 1 else ''}); "
+                         "the sweep divides by A[r, r]")
+    return off, diag
+
+
+def _run_in_original_order(executor: Any, b: np.ndarray, x: np.ndarray, mode: int,
+                          sweeps: int) -> np.ndarray:
+    """``executor.run`` on numpy vectors in original row order; returns the new x.
+
+    ``executor`` has ``n``, ``dtype``, ``perm`` (``None`` for natural order)
+    and ``run(b, x, mode, sweeps)`` on TVM tensors in its row order
+    (:class:`SweepExecutor`, :class:`schedules.sparse.p2p.P2PExecutor`).
+    """
+    if executor.n == 0 or sweeps == 0:
+        return x.copy()
+    perm = executor.perm
+    bo, xo = aligned_empty(executor.n, executor.dtype), aligned_empty(executor.n, executor.dtype)
+    if perm is None:
+        bo[:], xo[:] = b, x
+    else:
+        np.take(b, perm, out=bo)
+        np.take(x, perm, out=xo)
+    executor.run(wrap(bo), wrap(xo), mode, sweeps)
+    if perm is None:
+        return xo.copy()
+    out = np.empty_like(xo)
+    out[perm] = xo
+    return out
+
+
 class SweepExecutor:
     """Off-diagonal CSR + inverse diagonal + segments on the device, and the kernel.
 
@@ -314,13 +355,7 @@ class SweepExecutor:
         self.n = B.shape[0]
         self.dtype = str(B.dtype)
         self.perm = perm
-        off, diag, present = _split_diagonal(B)
-        bad = np.flatnonzero(~present | (diag == 0))
-        if bad.size:
-            r = int(bad[0]) if perm is None else int(perm[bad[0]])
-            raise InputError(f"{what}: zero or missing diagonal at row {r} "
-                             f"({bad.size} such row{'s' if bad.size > 1 else ''}); "
-                             "the sweep divides by A[r, r]")
+        off, diag = _sweep_operands(B, perm, what)
         cpu = tvm.cpu(0)
         dummy = lambda a, dt: a if a.size else np.zeros(1, dt)  # noqa: E731 - no 0-size buffers
         self._args = [tvm.runtime.tensor(a, cpu) for a in (
@@ -344,20 +379,7 @@ class SweepExecutor:
 
     def run_numpy(self, b: np.ndarray, x: np.ndarray, mode: int, sweeps: int) -> np.ndarray:
         """``run`` on numpy vectors given in original row order; returns the new x."""
-        if self.n == 0 or sweeps == 0:
-            return x.copy()
-        bo, xo = aligned_empty(self.n, self.dtype), aligned_empty(self.n, self.dtype)
-        if self.perm is None:
-            bo[:], xo[:] = b, x
-        else:
-            np.take(b, self.perm, out=bo)
-            np.take(x, self.perm, out=xo)
-        self.run(wrap(bo), wrap(xo), mode, sweeps)
-        if self.perm is None:
-            return xo.copy()
-        out = np.empty_like(xo)
-        out[self.perm] = xo
-        return out
+        return _run_in_original_order(self, b, x, mode, sweeps)
 
 
 def _canonical(A: Any, dtype: Any, what: str) -> sp.csr_array:
