@@ -387,7 +387,7 @@ class CompiledModel:
                 for level, nbytes in traffic.items():
                     k.traffic[level] = k.traffic.get(level, 0) + int(nbytes)
         self.report.measured = True
-        self.report.llvm_seconds = prof.seconds_of("tir") + prof.seconds_of("packed")
+        self.report.llvm_seconds = prof.seconds_of("tir")
         self.report.run_wall_seconds = prof.wall_seconds
         self.last_outputs = prof.outputs
         return self.report

@@ -2,10 +2,9 @@
 
 The Relax VM calls an instrument before and after every call; :func:`profile`
 records each kernel call with its arguments during one run, then times every
-distinct (kernel, shapes) pair on its own: TIR kernels with
-``time_evaluator`` on the executable's library, llvm kernels registered from
-Python (sparse executors, the fused GCN layer) with their own ``time()``.
-Simulated kernels (accelerator, Sextans) are counted but not timed: their
+distinct (kernel, shapes) pair on its own: TIR kernels (the embedded sparse
+executors and fused GCN layers included) with ``time_evaluator`` on the
+executable's library.  Simulated kernels (accelerator, Sextans) are counted but not timed: their
 cost is the simulated cycles.
 
 >>> flatten_outputs(None)
@@ -15,7 +14,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Sequence
 
 import numpy as np
 
@@ -29,7 +28,7 @@ class CallStat:
     symbol: str
     shapes: tuple[tuple[int, ...], ...]
     calls: int
-    kind: str  # "tir" | "packed" | "simulated" | "other"
+    kind: str  # "tir" | "simulated" | "other"
     seconds: float | None = None  # per call
 
     @property
@@ -84,13 +83,11 @@ def _shapes(args: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(d) for d in a.shape) for a in args if hasattr(a, "shape"))
 
 
-def profile(built: Any, args: Sequence[Any], *, packed: dict[str, Callable[..., float]] | None = None,
-            simulated: set[str] | frozenset = frozenset(), repeat: int = 3, min_repeat_ms: int = 5,
-            entry: str = "main") -> Profile:
+def profile(built: Any, args: Sequence[Any], *, simulated: set[str] | frozenset = frozenset(), repeat: int = 3,
+            min_repeat_ms: int = 5, entry: str = "main") -> Profile:
     """Run ``entry`` once under the instrument and time every distinct call site.
 
-    ``packed`` maps a packed-function symbol to ``timer(*args) -> seconds``
-    (``args`` without the output); symbols in ``simulated`` are only counted.
+    TIR kernels are timed with ``time_evaluator``; symbols in ``simulated`` are only counted.
     """
     import tvm
     from tvm import relax
@@ -111,7 +108,6 @@ def profile(built: Any, args: Sequence[Any], *, packed: dict[str, Callable[..., 
     result = vm[entry](*args)
     wall = time.perf_counter() - t0
     outputs = flatten_outputs(result)
-    packed = packed or {}
     stats: dict[tuple, CallStat] = {}
     first_args: dict[tuple, list] = {}
     for name, call_args in calls:
@@ -121,8 +117,6 @@ def profile(built: Any, args: Sequence[Any], *, packed: dict[str, Callable[..., 
             continue
         if name in simulated:
             kind = "simulated"
-        elif name in packed:
-            kind = "packed"
         elif find_function(built, name) is not None:
             kind = "tir"
         else:
@@ -135,6 +129,4 @@ def profile(built: Any, args: Sequence[Any], *, packed: dict[str, Callable[..., 
             lib = find_function(built, st.symbol)
             res = lib.time_evaluator(st.symbol, dev, number=1, repeat=repeat, min_repeat_ms=min_repeat_ms)(*a)
             st.seconds = float(min(res.results))
-        elif st.kind == "packed":
-            st.seconds = float(packed[st.symbol](*a[:-1]))
     return Profile(outputs, list(stats.values()), wall)
