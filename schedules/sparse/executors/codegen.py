@@ -24,8 +24,8 @@ import numpy as np
 from tvm_ext.errors import ConfigError, InputError
 
 __all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_alignment", "dense_buffers",
-           "consumer_buffers", "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype", "native_lanes",
-           "SUPPORTED_DTYPES"]
+           "consumer_buffers", "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype",
+           "native_lanes", "SUPPORTED_DTYPES"]
 
 #: Value dtypes the executors are generated for.
 SUPPORTED_DTYPES = ("float32", "float64")

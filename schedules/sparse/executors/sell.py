@@ -145,9 +145,8 @@ class SELLKernels(FormatKernels):
             raise InputError("sell.slice_ptr: slice s must hold slice_width[s] * C entries")
         require_range(fmt.col, 0, max(k, 1), "sell.col")
         require_range(fmt.perm, 0, m + 1, "sell.perm")
-        # perm holds each row 0..M-1 once and pads (M): a count per row, no sort
-        counts = np.bincount(fmt.perm, minlength=m + 1)
-        if counts.size != m + 1 or (m and (counts[:m].min() != 1 or counts[:m].max() != 1)):
+        # perm (range-checked above) holds each row 0..M-1 once and pads (M): a count per row, no sort
+        if (np.bincount(fmt.perm, minlength=m + 1)[:m] != 1).any():
             raise InputError(f"sell.perm: every row 0..{m - 1} must appear exactly once "
                              "(padding rows point at M)")
 
