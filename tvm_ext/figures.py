@@ -39,9 +39,9 @@ def pyplot() -> Any:
 
 
 @contextlib.contextmanager
-def png_figure(path: str | os.PathLike, *, ncols: int = 1, figsize: tuple[float, float] = (7, 4.5),
-               dpi: int = 100) -> Iterator[tuple[Any, Any]]:
-    """A figure of one row of ``ncols`` axes; yields ``(fig, axes)``.
+def png_figure(path: str | os.PathLike, *, ncols: int = 1, nrows: int = 1, figsize: tuple[float, float] = (7, 4.5),
+               dpi: int = 100, sharex: bool = False) -> Iterator[tuple[Any, Any]]:
+    """A figure of ``nrows`` x ``ncols`` axes; yields ``(fig, axes)`` (``axes`` as ``plt.subplots`` gives them).
 
     When the block ends without an error the figure is laid out and written to
     ``path`` (``dpi`` dots per inch, parent folders made); the figure is closed
@@ -55,7 +55,7 @@ def png_figure(path: str | os.PathLike, *, ncols: int = 1, figsize: tuple[float,
     True
     """
     plt = pyplot()
-    fig, axes = plt.subplots(1, ncols, figsize=figsize)
+    fig, axes = plt.subplots(nrows, ncols, figsize=figsize, sharex=sharex)
     try:
         yield fig, axes
         fig.tight_layout()

@@ -113,7 +113,9 @@ class ScheduledStream:
         ``bubbles`` counts every empty slot the engine streams
         (``P * stream_length - nnz``); it splits into ``raw_bubbles`` (inside
         a PE's own schedule, from the RAW distance) and ``padding`` (aligning
-        PEs to the longest list of each window).
+        PEs to the longest list of each window).  ``pe_lengths`` and ``pe_nnz`` are each
+        PE's own scheduled length and its non-zeros (their difference is its
+        RAW bubbles).
         """
         P = self.config.pes
         own = self.pe_lengths()
@@ -129,6 +131,7 @@ class ScheduledStream:
             "slot_utilization": self.nnz / slots if slots else 1.0,
             "pe_length": {"min": int(own.min()), "mean": float(own.mean()), "max": int(own.max())},
             "pe_lengths": [int(x) for x in own],
+            "pe_nnz": [int(x) for x in np.bincount(self.pe, minlength=P)],
         }
 
 

@@ -3,7 +3,7 @@
 Runs one case on the modelled ISA Mapper accelerator (default system graph):
 cycles of this scheduler and of the kernel-library baseline, per-device-kind
 utilisation, bytes moved per memory level and the functional check against
-numpy.  ``--json`` keys include ``cycles``, ``cycles_kl`` and
+numpy; ``--plot PNG`` adds a Gantt chart of every device over time.  ``--json`` keys include ``cycles``, ``cycles_kl`` and
 ``max_rel_err``.  All logic is in :func:`tvm_ext.accel.run_gemm` /
 :func:`tvm_ext.accel.run_gru`.
 """
@@ -40,6 +40,9 @@ def _shared(p) -> None:
                    help="system graph: a bundled name (default, mini) or a JSON file")
     p.add_argument("--no-check", action="store_true", help="skip the functional simulation")
     p.add_argument("--seed", type=seed(), default=0, help="seed of the random inputs")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="also write a Gantt chart of every device over time, this scheduler above the kernel "
+                   "library (a GRU shows its first 4 steps; needs matplotlib)")
 
 
 def run_gemm(args) -> Output:
@@ -48,7 +51,13 @@ def run_gemm(args) -> Output:
     r = gemm(args.M, args.N, args.K, system=args.config, check=not args.no_check, seed=args.seed)
     _require_checked(r, f"accel gemm {args.M} {args.N} {args.K}")
     head = f"GEMM {args.M} x {args.N} x {args.K} ({r['flops']:,} flop) on {r['system']}, {r['tiles']:,} compute tiles"
-    return Output(r, render(r, head))
+    text = render(r, head)
+    if args.plot:
+        from tvm_ext.accel.plot import gemm_gantt
+
+        r["plot"] = str(gemm_gantt(args.M, args.N, args.K, args.plot, system=args.config))
+        text += f"\n\nplot written to {r['plot']}"
+    return Output(r, text)
 
 
 def run_gru(args) -> Output:
@@ -62,7 +71,14 @@ def run_gru(args) -> Output:
             f"{r['stream_lengths']['recursive']:,}/{r['stream_lengths']['finish']:,} instructions "
             f"(recursive replayed {max(r['steps'] - 2, 0)}x; {r['simulated_steps']} steps simulated, "
             "the rest exact repeats)")
-    return Output(r, render(r, head))
+    text = render(r, head)
+    if args.plot:
+        from tvm_ext.accel.plot import gru_gantt
+
+        r["plot"] = str(gru_gantt(args.steps, args.hidden, args.batch, args.plot, inputs=args.inputs,
+                                  system=args.config))
+        text += f"\n\nplot written to {r['plot']}"
+    return Output(r, text)
 
 
 def _require_checked(r: dict, what: str) -> None:

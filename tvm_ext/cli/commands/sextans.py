@@ -4,7 +4,8 @@ Prints the schedule statistics (bubbles, stream length per PE), the modelled
 time and GFLOP/s, and the functional check against scipy.  All logic lives in
 :func:`tvm_ext.spmm_engine.evaluate`.  ``--breakdown`` prints Table 1 (the
 speedup of each optimisation, :func:`tvm_ext.spmm_engine.speedup_breakdown`)
-instead.  Besides bundled names and ``.mtx`` files, ``crystm03-like`` names
+instead; ``--plot PNG`` draws each PE's stream (non-zeros, RAW bubbles,
+padding).  Besides bundled names and ``.mtx`` files, ``crystm03-like`` names
 the generated stand-in for SuiteSparse crystm03 (Table 1's matrix).
 """
 from __future__ import annotations
@@ -36,6 +37,9 @@ def register(subparsers, common) -> None:
     p.add_argument("--policy", default=None, choices=["ooo", "in-order"],
                    help="non-zero scheduling (ooo = Sextans)")
     p.add_argument("--no-check", action="store_true", help="skip the functional simulation")
+    p.add_argument("--plot", metavar="PNG", default=None,
+                   help="also write each PE's stream length split into non-zeros, RAW bubbles and padding "
+                   "(needs matplotlib)")
     p.add_argument("--breakdown", action="store_true",
                    help="print Table 1: baseline -> OoO scheduling -> 8 PUs -> 64 PEs speedups")
     p.set_defaults(func=run)
@@ -44,13 +48,21 @@ def register(subparsers, common) -> None:
 def run(args) -> Output:
     A = GENERATED[args.matrix]() if args.matrix in GENERATED else resolve_matrix(args.matrix)
     if args.breakdown:
+        if args.plot:
+            raise InputError("sextans --breakdown: --plot draws one schedule's PEs; leave it out")
         return breakdown(args, A)
     r = evaluate(A, args.n, platform=args.platform, check=not args.no_check,
                  pes=args.pes, raw_distance=args.raw_distance, window=args.window, n0=args.n0,
                  policy=args.policy)
     r["matrix"] = args.matrix
     require_close(f"sextans {args.matrix}: the functional simulation vs scipy", r["max_rel_err"])
-    return Output(r, render(r))
+    text = render(r)
+    if args.plot:
+        from tvm_ext.spmm_engine.plot import plot_pe_streams
+
+        r["plot"] = str(plot_pe_streams(r, args.plot, title=f"{args.matrix}, N = {args.n}"))
+        text += f"\n\nplot written to {r['plot']}"
+    return Output(r, text)
 
 
 def _per_peg(lengths: list[int], per_peg: int) -> list[str]:
