@@ -182,7 +182,7 @@ def _prepare(kernel, isa: str, impl: str) -> _Prepared:
 def _map(kernel, isa: str, impl: str) -> _Prepared:
     from tvm import s_tir
 
-    from tensorize.kernels import _first_fitting, compute_blocks, plan_mappings, rebuild
+    from tensorize.kernels import compute_blocks, first_fitting, plan_mappings, rebuild
     from tensorize.search import find_mappings
 
     func = kernel.prim_func()
@@ -201,7 +201,7 @@ def _map(kernel, isa: str, impl: str) -> _Prepared:
     blocks = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
     chosen = {}
     for name, cands in plan.candidates.items():
-        m = _first_fitting(sch, name, cands, impl)
+        m = first_fitting(sch, name, cands, impl)
         if m is not None:
             chosen[name] = m
     if not chosen:
