@@ -27,7 +27,7 @@ from schedules.fusion import (
 from schedules.fusion.builders import HPC_LIKE_CHAIN, NN_LIKE_CHAIN
 from schedules.fusion.sram import SramModel, split_words
 from schedules.fusion.tiling import df_partitions, hops, mesh_shape, tree_links
-from schedules.fusion.traffic_model import ASSUMPTIONS, PAPER_GEOMEAN, op_extra_words
+from schedules.fusion.traffic_model import ASSUMPTIONS, PAPER_GEOMEAN, PAPER_RANGE, fit_ratio_floor, op_extra_words
 from tvm_ext.cli.main import main
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import GOGETA_TABLE2
@@ -143,6 +143,10 @@ def test_fig10_sweep_ordering_ideal_gogeta_seqflex(sweep):
         assert r["Ideal"] <= r["GOGETA-df"] <= r["SEQ-Flex"], r
         assert r["Ideal"] <= r["SEQ-Overflow"] <= r["SEQ-Flex"], r
         assert r["GOGETA-map"] <= r["SEQ-Overflow"] * (1 + 1e-12), r
+        assert r["GOGETA-df"] <= r["SEQ-Overflow"] * (1 + 1e-4), r  # one SRAM pool (§5.3); 16 integer slices
+        assert r["GOGETA-df"] == pytest.approx(r["GOGETA-map"], rel=0.01), r
+        if r["SEQ-Overflow"] > 1.01 * r["Ideal"]:  # §6.2.1's "clear downward trend" where not all fits
+            assert r["SEQ-Flex"] > r["SEQ-Overflow"] and r["GOGETA-map"] < r["SEQ-Overflow"], r
     # GOGETA-map hits Ideal when the tensors fit (aft02 / nasa4704 at 4 and 16 MB, §6.2.1)
     for r in sweep:
         if r["workload"] in ("aft02", "nasa4704") and r["sram_mb"] >= 4:
@@ -173,11 +177,26 @@ def test_traffic_never_grows_with_sram():
 def test_geomean_reduction_against_the_paper(sweep):
     g = geomean_reduction(sweep)
     assert g["points"] == 36 and g["min"] >= 1.0 and g["min"] <= g["geomean"] <= g["max"]
-    # the same order of magnitude as the paper's 6.7x (the report explains the gap)
-    assert PAPER_GEOMEAN / 2 < g["geomean"] < PAPER_GEOMEAN * 2
-    assert g["min"] == pytest.approx(1.18, abs=0.05)  # ecology1, N=1, 1 MB: the paper's low end too
+    # above the paper's 6.7x, by the points where everything fits (next test)
+    assert PAPER_GEOMEAN <= g["geomean"] < PAPER_GEOMEAN * 1.25
+    assert g["min"] == pytest.approx(PAPER_RANGE[0], abs=0.02)  # ecology1, N=1, 1 MB: the paper's low end
+    spill = [r for r in sweep if r["GOGETA-map"] > 1.01 * r["Ideal"]]
+    assert len(spill) >= 15
+    assert all(PAPER_RANGE[0] * 0.98 <= r["reduction"] <= PAPER_RANGE[1] for r in spill)  # the paper's range
     with pytest.raises(InputError):
         geomean_reduction([])
+
+
+def test_paper_maximum_is_below_the_op_by_op_floor_where_everything_fits(sweep):
+    """Where all tensors fit, GOGETA = Ideal and SEQ-Flex/Ideal >= fit_ratio_floor; for Barth5 at N=16
+    that floor already exceeds the paper's 23.7x maximum, so the paper cannot have GOGETA at Ideal there."""
+    w = GOGETA_TABLE2["Barth5"]
+    assert fit_ratio_floor(w.M, 16, w.nnz) > PAPER_RANGE[1]
+    for r in sweep:
+        t = GOGETA_TABLE2[r["workload"]]
+        assert r["reduction"] >= fit_ratio_floor(t.M, r["N"], t.nnz) * 0.999 or r["GOGETA-map"] > 1.01 * r["Ideal"]
+    fits = [r for r in sweep if r["workload"] == "Barth5" and r["N"] == 16 and r["sram_mb"] == 16]
+    assert fits[0]["GOGETA-map"] == pytest.approx(fits[0]["Ideal"]) and fits[0]["reduction"] > PAPER_RANGE[1]
 
 
 def test_fig11_gcn_like_the_paper():

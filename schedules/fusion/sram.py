@@ -155,13 +155,42 @@ class SramModel:
         return w
 
     def _place(self, t: str, words: int, dirty: bool, where) -> int:
-        """Place ``words`` of ``t`` over the slices ``where``; returns words not placed."""
-        left = 0
-        for s, n in zip(self.slices, split_words(words, self._weights(where))):
-            if n:
-                placed, ev = s.allocate(t, n, dirty, self.policy, self.key_of)
-                self.dram_writes += ev
-                left += n - placed
+        """Place ``words`` of ``t`` over the slices ``where``; returns words not placed.
+
+        What the home slices ``where`` cannot hold goes to the other slices
+        (the SRAM is one address space over the NoC, §5.3: "the later part of
+        R will eventually replace the tail of earlier part of X" even when R
+        and X were produced on different halves), under the same policy.
+        """
+        home = self._weights(where)
+        passes = [home]
+        if where is not None:
+            others = [0.0 if w else 1.0 for w in home]
+            if any(others):
+                passes.append(others)
+        # free space first (home slices, then the others), then the policy's evictions in the same order
+        left = words
+        for policy in ("fifo", self.policy) if self.policy != "fifo" else ("fifo",):
+            for weights in passes:
+                if left:
+                    left = self._place_on(t, left, dirty, weights, policy)
+        return left
+
+    def _place_on(self, t: str, words: int, dirty: bool, weights: list[float], policy: str) -> int:
+        """Spread ``words`` over the weighted slices; what one slice refuses goes to the others that took all of theirs."""
+        left, weights = words, list(weights)
+        while left and any(weights):
+            refused = 0
+            for i, (s, n) in enumerate(zip(self.slices, split_words(left, weights))):
+                if n:
+                    placed, ev = s.allocate(t, n, dirty, policy, self.key_of)
+                    self.dram_writes += ev
+                    if placed < n:
+                        refused += n - placed
+                        weights[i] = 0.0
+            if refused == left:
+                break
+            left = refused
         return left
 
     def read(self, t: str, words: int, *, install: bool, where: Sequence[int] | None = None) -> int:
