@@ -9,7 +9,8 @@ process per suite, because a suite sets its thread counts before TVM and
 torch start their pools, may load native peers (MKL via ctypes) that can
 crash the process, and must be killable at its time limit, none of which
 should stop the other suites.  :func:`write_report` puts everything in
-``DIR/report.md`` (or ``report.html``) with the plots under ``DIR/plots``.
+``DIR/report.md`` (or ``report.html``, rendered with the ``markdown``
+package, the plots embedded) with the plots under ``DIR/plots``.
 
 The suites live in the ``bench/`` folder of a tvm-ext checkout (it is not
 installed): :func:`bench_root` finds it in the working directory or beside
@@ -28,6 +29,7 @@ import html
 import json
 import math
 import os
+import re
 import subprocess
 import sys
 import time
@@ -39,7 +41,7 @@ from tvm_ext.errors import ConfigError
 from tvm_ext.figures import png_figure
 
 __all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html",
-           "bench_root"]
+           "stdout_markdown", "bench_root"]
 
 SIZES = ("quick", "full")
 
@@ -339,49 +341,99 @@ def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:
         if r.error:
             lines += [f"> {r.error}", ""]
         lines += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in r.plots]
-        lines += ["", r.stdout.strip(), ""]
+        lines += ["", stdout_markdown(r.stdout), ""]
     return "\n".join(lines)
 
 
-def markdown_to_html(text: str, title: str = "tvm-ext report") -> str:
-    """A small markdown subset to HTML: headings, tables, images, quotes, paragraphs.
+def stdout_markdown(text: str) -> str:
+    """A bench script's printed output as markdown: its tables as tables, every other run of lines as code.
 
-    >>> "<table>" in markdown_to_html("| a |\\n|---|\\n| 1 |")
+    >>> print(stdout_markdown("sizes: 3\\n| a |\\n|---|\\n| 1 |"))
+    ```
+    sizes: 3
+    ```
+    <BLANKLINE>
+    | a |
+    |---|
+    | 1 |
+    """
+    blocks: list[tuple[bool, list[str]]] = []   # (is_table, lines); an empty list marks a blank line
+    for line in text.strip("\n").splitlines():
+        is_table = line.lstrip().startswith("|")
+        if not line.strip():
+            blocks.append((False, []))
+        elif blocks and blocks[-1][0] == is_table and blocks[-1][1]:
+            blocks[-1][1].append(line.strip() if is_table else line.rstrip())
+        else:
+            blocks.append((is_table, [line.strip() if is_table else line.rstrip()]))
+    out = []
+    for tab, ls in blocks:
+        body = "\n".join(ls)
+        if ls:   # a code fence longer than any run of backticks inside it
+            fence = "`" * max(3, 1 + max((len(r) for r in re.findall("`+", body)), default=0))
+            out.append(body if tab else f"{fence}\n{body}\n{fence}")
+    return "\n\n".join(out)
+
+
+_STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 1200px; margin: 1em auto; padding: 0 1em; color: #222; }
+h1 { border-bottom: 2px solid #3b75af; } h2 { border-bottom: 1px solid #ccc; margin-top: 2em; }
+table { border-collapse: collapse; font-size: 13px; margin: 0.8em 0; }
+th, td { border: 1px solid #ccc; padding: 3px 8px; text-align: right; }
+th { background: #eef3f8; } tr:nth-child(even) td { background: #fafafa; }
+td:first-child, th:first-child { text-align: left; }
+pre { background: #f6f6f6; padding: 0.6em; overflow-x: auto; font-size: 12px; }
+code { font-family: ui-monospace, monospace; } img { max-width: 100%; }
+blockquote { border-left: 4px solid #c53a32; margin: 0.5em 0; padding: 0.2em 0.8em; background: #fdf3f2; }
+"""
+
+
+def _markdown_module():
+    try:
+        import markdown
+    except ImportError:
+        raise ConfigError("HTML reports need the markdown package: pip install 'tvm-ext[all]' "
+                          "(or pip install markdown)") from None
+    return markdown
+
+
+def _inline_images(md, base: Path) -> None:
+    """Register a tree processor that turns each local ``<img src>`` under ``base`` into a ``data:`` URI."""
+    import base64
+    import mimetypes
+
+    from markdown.treeprocessors import Treeprocessor
+
+    class InlineImages(Treeprocessor):
+        def run(self, root):
+            for img in root.iter("img"):
+                src = img.get("src", "")
+                path = (base / src) if "://" not in src and not src.startswith("data:") else None
+                if path is not None and path.is_file():
+                    mime = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+                    img.set("src", f"data:{mime};base64,{base64.b64encode(path.read_bytes()).decode()}")
+
+    md.treeprocessors.register(InlineImages(md), "tvm_ext_inline_images", 0)
+
+
+def markdown_to_html(text: str, title: str = "tvm-ext report", *, images_from: str | os.PathLike | None = None
+                     ) -> str:
+    """A standalone HTML page from markdown (the ``markdown`` package: tables, fenced code, images).
+
+    With ``images_from`` (a folder), every image whose path is relative to it
+    is embedded as a base64 ``data:`` URI, so the page needs no other file.
+
+    >>> page = markdown_to_html("# T\\n\\n| a |\\n|---|\\n| 1 |\\n\\n```\\nx  y\\n```")
+    >>> "<table>" in page and "<h1>T</h1>" in page and "<pre><code>x  y" in page
     True
     """
-    out = [f"<!doctype html><html><head><meta charset='utf-8'><title>{html.escape(title)}</title>",
-           "<style>body{font-family:sans-serif;max-width:1200px;margin:auto} table{border-collapse:collapse;"
-           "font-size:12px} td,th{border:1px solid #ccc;padding:2px 6px} img{max-width:100%}</style></head><body>"]
-    lines = text.splitlines()
-    i = 0
-    while i < len(lines):
-        line = lines[i]
-        if line.startswith("|"):
-            block = []
-            while i < len(lines) and lines[i].startswith("|"):
-                block.append(lines[i])
-                i += 1
-            cells = [[c.strip() for c in row.strip().strip("|").split("|")] for row in block
-                     if not set(row.replace("|", "").strip()) <= set("-: ")]
-            out.append("<table>")
-            for k, row in enumerate(cells):
-                tag = "th" if k == 0 else "td"
-                out.append("<tr>" + "".join(f"<{tag}>{html.escape(c)}</{tag}>" for c in row) + "</tr>")
-            out.append("</table>")
-            continue
-        if line.startswith("#"):
-            level = len(line) - len(line.lstrip("#"))
-            out.append(f"<h{level}>{html.escape(line[level:].strip())}</h{level}>")
-        elif line.startswith("![") and "](" in line:
-            src = line[line.index("](") + 2:line.rindex(")")]
-            out.append(f"<p><img src='{html.escape(src)}' alt=''></p>")
-        elif line.startswith(">"):
-            out.append(f"<blockquote>{html.escape(line[1:].strip())}</blockquote>")
-        elif line.strip():
-            out.append(f"<pre>{html.escape(line)}</pre>")
-        i += 1
-    out.append("</body></html>")
-    return "\n".join(out)
+    markdown = _markdown_module()
+    md = markdown.Markdown(extensions=["tables", "fenced_code"], output_format="html")
+    if images_from is not None:
+        _inline_images(md, Path(images_from))
+    body = md.convert(text)
+    return (f"<!doctype html>\n<html lang='en'><head><meta charset='utf-8'><title>{html.escape(title)}</title>"
+            f"<style>{_STYLE}</style></head>\n<body>\n{body}\n</body></html>\n")
 
 
 def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Sequence[str | Suite] | None = None,
@@ -414,5 +466,6 @@ def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Seq
                      f"{len(r.plots)} plots")
     text = _markdown(results, size, out)
     path = out / f"report.{fmt}"
-    path.write_text(markdown_to_html(text) if fmt == "html" else text)
+    path.write_text(markdown_to_html(text, f"tvm-ext benchmark report ({size})", images_from=out)
+                    if fmt == "html" else text)
     return path, results
