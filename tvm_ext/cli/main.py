@@ -1,3 +1,4 @@
+# PYTHON_ARGCOMPLETE_OK (argcomplete's marker: this entry point completes its own arguments)
 """Entry point of ``tvm-ext``.
 
 Subcommands live one per module in :mod:`tvm_ext.cli.commands`; each module
@@ -13,6 +14,12 @@ whose numbers are wrong, :class:`~tvm_ext.errors.ResultError`, see
 :mod:`tvm_ext.cli.selfcheck`); 3 the command ran
 but its result failed (e.g. ``cg`` did not converge; the output says why);
 130 interrupted (Ctrl-C; records already written are kept).
+
+Shell completion: with the optional ``argcomplete`` package
+(``pip install 'tvm-ext[completion]'``) and
+``eval "$(register-python-argcomplete tvm-ext)"`` in the shell, Tab completes
+subcommands and options.  argcomplete is imported only while the shell asks
+for completions (it sets ``_ARGCOMPLETE``), so other runs pay nothing for it.
 """
 from __future__ import annotations
 
@@ -65,6 +72,17 @@ def _version_line() -> str:
     except metadata.PackageNotFoundError:
         tvm = "not installed"
     return f"tvm-ext {__version__} (TVM {tvm})"
+
+
+def _complete(parser: argparse.ArgumentParser) -> None:
+    """Answer the shell's completion request and exit, when there is one and argcomplete is installed."""
+    if "_ARGCOMPLETE" not in os.environ:
+        return
+    try:
+        import argcomplete
+    except ImportError:
+        return
+    argcomplete.autocomplete(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -180,6 +198,7 @@ def _main(argv: list[str]) -> int:
         from tvm_ext.limits import allowing_large
 
         parser = build_parser()  # imports every subcommand (and TVM): a Ctrl-C may well come now
+        _complete(parser)
         args = parser.parse_args(argv)
     except SystemExit as e:  # a usage error (one line, see CliParser) or --help
         return e.code if isinstance(e.code, int) else EXIT_USER_ERROR
