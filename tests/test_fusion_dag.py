@@ -298,6 +298,24 @@ def test_table1_ratios_and_limits():
     assert all(row["matches_paper"] for row in t.values())
 
 
+def test_table1_without_the_fitted_extent_rule():
+    """Every tensor counted at its produced shape: the HPC-like chain's N -> inf gain is 6.5x, not 5x."""
+    t = derive_table1()
+    hpc, nn = t["HPC-like"]["own_shape"], t["NN-like"]["own_shape"]
+    assert hpc["without_reuse"] == str(parse_poly("MK+KN+7×MN+OM+5×ON"))
+    assert hpc["similar_sized_ratio"] == pytest.approx(3.75) and hpc["dominant_rank_limit"] == pytest.approx(6.5)
+    assert nn["dominant_rank_limit"] == 5.0 and nn["similar_sized_ratio"] == pytest.approx(15 / 7)
+    assert "fitted" in t["HPC-like"]["extent_rule"]
+    # own_shape agrees with the traffic model on a concrete (well-formed, M = N = O) HPC-like DAG
+    c = 24
+    dag = hpc_like_chain(dict(M=c, K=c, N=c, O=c))
+    per_op = sum(sum(dag.words(x) for x in op.read_tensors) + dag.words(op.name) for op in dag.ops)
+    f = chain_formulas(HPC_LIKE_CHAIN, "own_shape")
+    assert f["without_reuse"].evaluate(dict(M=c, K=c, N=c, O=c)) == per_op
+    with pytest.raises(InputError):
+        chain_formulas(HPC_LIKE_CHAIN, "first_operand")
+
+
 def test_table1_formulas_agree_with_the_numeric_dag():
     sizes = dict(M=64, K=32, N=16, O=48, P=24, Q=40, R=8)
     dag = nn_like_chain(sizes)
