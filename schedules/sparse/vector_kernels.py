@@ -2,7 +2,9 @@
 
 Every kernel takes symbolic sizes, so one compiled kernel per dtype serves
 every vector length (through :func:`tvm_ext.kernel_cache.get_or_build`).
-Reductions are chunked: ``T.parallel`` over ``chunks`` contiguous chunks
+Reductions accumulate in float64 whatever the vectors' dtype (a float32
+dot product of a million terms summed in float32 loses about 3 of its 7
+digits, enough to stall float32 PCG), and are chunked: ``T.parallel`` over ``chunks`` contiguous chunks
 (vectors of one chunk use a ``*_serial`` twin, so no thread-pool launch, and
 no wake-up of sleeping pool threads, is paid for a short vector),
 each accumulating its partial sum in ``part[c]``, then one serial pass adds
@@ -38,13 +40,13 @@ def dot(u_h: T.handle, v_h: T.handle, part_h: T.handle, chunk: T.int32):
     c1 = T.int32()
     u = T.match_buffer(u_h, (n,), DT)
     v = T.match_buffer(v_h, (n,), DT)
-    part = T.match_buffer(part_h, (c1,), DT)
+    part = T.match_buffer(part_h, (c1,), "float64")
     for c in T.parallel(c1 - 1):
         lo = T.bind(c * chunk)
-        part[c] = T.Cast(DT, 0)
+        part[c] = T.float64(0)
         for k in range(T.min(chunk, n - lo)):
-            part[c] = part[c] + u[lo + k] * v[lo + k]
-    part[c1 - 1] = T.Cast(DT, 0)
+            part[c] = part[c] + T.Cast("float64", u[lo + k]) * T.Cast("float64", v[lo + k])
+    part[c1 - 1] = T.float64(0)
     for c in range(c1 - 1):
         part[c1 - 1] = part[c1 - 1] + part[c]
 
@@ -60,22 +62,22 @@ def cg_update(x_h: T.handle, r_h: T.handle, p_h: T.handle, q_h: T.handle, z_h: T
     q = T.match_buffer(q_h, (n,), DT)
     z = T.match_buffer(z_h, (n,), DT)
     d = T.match_buffer(d_h, (n,), DT)
-    part = T.match_buffer(part_h, (c1,), DT)
+    part = T.match_buffer(part_h, (c1,), "float64")
     for c in T.parallel(c1 - 1):
         lo = T.bind(c * chunk)
         size = T.bind(T.min(chunk, n - lo))
-        part[c] = T.Cast(DT, 0)
+        part[c] = T.float64(0)
         for k in range(size):
             x[lo + k] = x[lo + k] + alpha * p[lo + k]
             r[lo + k] = r[lo + k] - alpha * q[lo + k]
-            part[c] = part[c] + r[lo + k] * r[lo + k]
+            part[c] = part[c] + T.Cast("float64", r[lo + k]) * T.Cast("float64", r[lo + k])
         if zmode == 1:
             for k in range(size):
                 z[lo + k] = T.Cast(DT, 0)
         elif zmode == 2:
             for k in range(size):
                 z[lo + k] = d[lo + k] * r[lo + k]
-    part[c1 - 1] = T.Cast(DT, 0)
+    part[c1 - 1] = T.float64(0)
     for c in range(c1 - 1):
         part[c1 - 1] = part[c1 - 1] + part[c]
 
@@ -133,7 +135,7 @@ class VectorKernels:
         from tvm_ext.target import num_threads
 
         self.dtype = _check_dtype(dtype, "VectorKernels")
-        self.mod = get_or_build(("schedules.sparse.vector_kernels", self.dtype, 2),
+        self.mod = get_or_build(("schedules.sparse.vector_kernels", self.dtype, 3),
                                 lambda: vector_funcs(self.dtype), target)
         # [serial, parallel]: one chunk runs without waking the thread pool
         self._dot = [self.mod["dot_serial"], self.mod["dot"]]
@@ -153,7 +155,7 @@ class VectorKernels:
         import tvm
 
         if chunks not in self._parts:
-            self._parts[chunks] = tvm.runtime.empty((chunks + 1,), self.dtype, self._dev)
+            self._parts[chunks] = tvm.runtime.empty((chunks + 1,), "float64", self._dev)
         return self._parts[chunks]
 
     @staticmethod
