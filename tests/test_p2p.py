@@ -64,15 +64,25 @@ def test_schedule_partitions_levels_and_keeps_waits_sparse():
     ps = p2p_schedule(s, 2)
     assert ps.thread_ptr[0] == 0 and ps.thread_ptr[-1] == 400 and ps.levels == 39
     assert sorted(ps.perm.tolist()) == list(range(400))
-    # every wait refers to a row whose completion is published
-    need = ps.need_fwd.reshape(400, 2)
-    for u in range(2):
-        c = need[:, u][need[:, u] > 0]
-        assert ps.notify_fwd[ps.thread_ptr[u] + c - 1].all()
-    # each row needs at most one wait per other thread, and far fewer than one per edge
-    assert 0 < ps.waits[0] <= 400 and ps.waits[1] > 0
+    P = ps.threads
+    for d in range(2):
+        for t in range(P):
+            segs = range(ps.seg_ptr[d * P + t], ps.seg_ptr[d * P + t + 1])
+            lo, hi = ps.seg_lo[list(segs)], ps.seg_hi[list(segs)]
+            # the segments tile the thread's run exactly
+            assert lo[0] == 0 and hi[-1] == ps.thread_ptr[t + 1] - ps.thread_ptr[t]
+            assert (lo[1:] == hi[:-1]).all() and (hi > lo).all()
+            for sg in segs:  # every wait refers to a count another thread publishes
+                for w in range(ps.wait_ptr[sg], ps.wait_ptr[sg + 1]):
+                    u, c = ps.wait_thread[w], ps.wait_count[w]
+                    assert u != t
+                    published = ps.seg_hi[ps.seg_ptr[d * P + u]:ps.seg_ptr[d * P + u + 1]]
+                    assert c in published
+    # far fewer waits than rows, and far fewer segments than rows
+    assert 0 < ps.waits[0] < 400 and ps.waits[1] > 0
+    assert ps.segments[0] < 200
     one = p2p_schedule(s, 1)
-    assert one.waits == (0, 0) and not one.notify_fwd.any()
+    assert one.waits == (0, 0) and one.segments == (1, 1)
 
 
 def test_too_few_pool_threads_raise_instead_of_hanging():

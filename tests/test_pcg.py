@@ -190,3 +190,30 @@ def test_vector_kernels_match_numpy(dtype, rtol, n):
 
 def dtype_scalar(v: float, dtype: str):
     return np.dtype(dtype).type(v)
+
+
+def test_float32_reductions_accumulate_in_float64():
+    import tvm
+
+    from schedules.sparse.vector_kernels import VectorKernels
+
+    n = 1_000_000   # a float32 running sum of a million positive terms is off by ~1e-4
+    u = np.random.default_rng(5).uniform(0.5, 1.5, n).astype(np.float32)
+    t = tvm.runtime.tensor(u, tvm.cpu(0))
+    exact = float(u.astype(np.float64) @ u.astype(np.float64))
+    assert VectorKernels("float32").dot(t, t) == pytest.approx(exact, rel=1e-12)
+
+
+def test_float32_pcg_converges_like_scipy():
+    A = lap2d(48).astype(np.float32)
+    b = np.random.default_rng(4).standard_normal(A.shape[0]).astype(np.float32)
+    count = [0]
+    x_ref, info = spla.cg(A, b, rtol=1e-5, atol=0.0, maxiter=2000,
+                          callback=lambda _: count.__setitem__(0, count[0] + 1))
+    assert info == 0
+    for M in (None, "sgs"):
+        res = pcg(A, b, M=M, rtol=1e-5, maxiter=2000, return_result=True)
+        assert res.converged and res.x.dtype == np.float32
+        assert np.linalg.norm(b - A @ res.x) <= 2e-5 * np.linalg.norm(b)
+        if M is None:   # same method, same precision: the same iteration count, give or take
+            assert abs(res.iterations - count[0]) <= max(3, count[0] // 10)

@@ -75,6 +75,9 @@ class DependenceGraph:
     indptr: np.ndarray
     indices: np.ndarray
     lower: bool
+    #: every edge into row ``i`` is a stored entry of row ``i`` (a structurally
+    #: symmetric pattern, or a matrix with no entries on the other side)
+    edges_in_rows: bool = False
 
     @property
     def n_edges(self) -> int:
@@ -98,6 +101,8 @@ class LevelSchedule:
       original row ``perm[new]``, columns renumbered the same way).
     * ``lower``: the sweep direction the schedule is for (see module doc).
     * ``seconds``: inspector time per stage (``graph``, ``levels``, ``reorder``).
+    * ``edges_in_rows``: every dependence of row ``i`` is a stored entry of
+      row ``i`` (see :class:`DependenceGraph`).
     """
 
     n: int
@@ -110,6 +115,7 @@ class LevelSchedule:
     lower: bool
     n_edges: int
     seconds: dict[str, float] = field(default_factory=dict)
+    edges_in_rows: bool = False
 
     @property
     def level_sizes(self) -> np.ndarray:
@@ -221,7 +227,7 @@ def _graph_of_canonical(A: sp.csr_array, lower: bool) -> DependenceGraph:
     n = A.shape[0]
     if n == 0 or A.nnz == 0:
         z = np.zeros(n + 1, dtype=_I32)
-        return DependenceGraph(n, z, np.zeros(0, _I32), bool(lower))
+        return DependenceGraph(n, z, np.zeros(0, _I32), bool(lower), True)
     own_ptr, own_idx = _strict_triangle(A, upper=not lower)
     other_ptr, other_idx = _strict_triangle(A, upper=lower)
     ones = lambda k: np.ones(k, dtype=np.int8)  # noqa: E731
@@ -229,7 +235,9 @@ def _graph_of_canonical(A: sp.csr_array, lower: bool) -> DependenceGraph:
     other_t.sort_indices()
     if (other_t.indptr.size == own_ptr.size and np.array_equal(other_t.indptr, own_ptr)
             and np.array_equal(other_t.indices, own_idx)):
-        return DependenceGraph(n, own_ptr, own_idx, bool(lower))
+        return DependenceGraph(n, own_ptr, own_idx, bool(lower), True)
+    if other_idx.size == 0:
+        return DependenceGraph(n, own_ptr, own_idx, bool(lower), True)
     own = sp.csr_array((ones(own_idx.size), own_idx, own_ptr), shape=A.shape)
     G = (own + other_t).tocsr()   # union of two canonical patterns: a linear merge
     G.sort_indices()
@@ -501,4 +509,5 @@ def schedule_of_canonical(A: sp.csr_array, lower: bool = True,
     t3 = time.perf_counter()
     return LevelSchedule(n=n, levels=n_levels, level_ptr=level_ptr, perm=perm, iperm=iperm,
                          level_of=level_of, matrix=B, lower=bool(lower), n_edges=g.n_edges,
-                         seconds={"graph": t1 - t0, "levels": t2 - t1, "reorder": t3 - t2})
+                         seconds={"graph": t1 - t0, "levels": t2 - t1, "reorder": t3 - t2},
+                         edges_in_rows=g.edges_in_rows)

@@ -4,22 +4,27 @@ The barrier executor (:mod:`schedules.sparse.triangular`) joins all threads
 after every level.  Here each row waits only for the rows it depends on:
 
 * **Partition** (inspector): every level of the :class:`LevelSchedule` is
-  split into ``P`` contiguous chunks, chunk ``t`` goes to thread ``t``, and
-  each thread runs its rows in level order.  The matrix is permuted once more
-  so each thread's rows are contiguous (``reorder_data``).  Since every
-  dependence points to a strictly earlier level and each thread runs its rows
-  in level order, the waits form no cycle: no deadlock.
-* **Waits**: thread ``t`` publishes how many of its rows are done; row ``i``
-  of thread ``t`` needs, from each other thread ``u``, the count
-  ``1 + position of its last predecessor owned by u``.  Needs that an earlier
-  row of the same thread already covered are dropped (counts only grow), and
-  only rows that some wait refers to publish their count (SpMP's sparsified
-  post-and-wait).  The backward sweep has its own needs (rows in reverse).
+  split into ``P`` contiguous chunks of about equal work (stored entries),
+  chunk ``t`` goes to thread ``t``, and each thread runs its rows in level
+  order.  The matrix is permuted once more so each thread's rows are
+  contiguous (``reorder_data``).  Since every dependence points to a
+  strictly earlier level and each thread runs its rows in level order, the
+  waits form no cycle: no deadlock.
+* **Waits** (SpMP's sparsified post-and-wait): thread ``t`` publishes how
+  many of its rows are done; row ``i`` of thread ``t`` needs, from each other
+  thread ``u``, the count ``1 + position of its last predecessor owned by
+  u``.  Needs that an earlier row of the same thread already covered are
+  dropped (counts only grow).  The rows that remain waiting, and the rows
+  other threads wait for, cut each thread's run into **segments** (the
+  dissertation's tasks, ``taskBoundaries``): a segment waits once before its
+  first row, runs its rows as a plain loop (the serial sweep's row code, no
+  per-row check) and publishes its end.  The backward sweep has its own
+  segments (rows in reverse).
 * **Synchronisation**: TIR has no atomics and no wait, so the TIR kernel calls
   a small extern C function (``csrc/tvmext_p2p.c``, C11 acquire loads /
   release stores on one cache line per thread) through ``T.call_extern``:
-  ``tvmext_p2p_wait`` before a row that needs another thread's rows and
-  ``tvmext_p2p_notify`` after a row that others wait for.  The C library is
+  ``tvmext_p2p_wait`` before a segment that needs another thread's rows and
+  ``tvmext_p2p_notify`` after each segment.  The C library is
   built and loaded by :func:`schedules.sparse.native.load_native` (private
   directory, hash-checked).  One ``T.parallel`` launch runs all ``P``
   partitions at once (``P`` = the TVM thread count); a wait that sees no
@@ -66,13 +71,18 @@ class P2PSchedule:
     """Thread partition and waits of the point-to-point executor.
 
     * ``threads``: partitions ``P``; thread ``t`` owns rows
-      ``thread_ptr[t]:thread_ptr[t+1]`` (in the executor's numbering).
+      ``thread_ptr[t]:thread_ptr[t+1]`` (in the executor's numbering) and runs
+      them in that order (forward) or in reverse (backward).
     * ``perm[new] = original row``; ``matrix``: the matrix in that numbering.
-    * ``need_fwd``/``need_bwd`` (``n * P``): before row ``i`` (forward) or
-      during the backward pass, wait until thread ``u`` has finished
-      ``need[i * P + u]`` rows (0: no wait).
-    * ``notify_fwd``/``notify_bwd`` (``n``): 1 where a row's completion is
-      waited for.
+    * Each thread's run is cut into **segments** (SpMP's tasks): direction
+      ``d`` (0 forward, 1 backward), thread ``t`` has segments
+      ``seg_ptr[d*P + t]:seg_ptr[d*P + t + 1]``; segment ``s`` covers run
+      positions ``seg_lo[s]:seg_hi[s]`` and, before its first row, waits until
+      thread ``wait_thread[w]`` has finished ``wait_count[w]`` rows for each
+      ``w`` in ``wait_ptr[s]:wait_ptr[s+1]``; after its last row the thread
+      publishes ``seg_hi[s]``.  Segments end exactly where a row that some
+      other thread waits for is done, and start exactly at a row that waits,
+      so the rows between run as a tight loop with no synchronisation.
     * ``waits``: waits left after sparsification (forward, backward).
     """
 
@@ -80,111 +90,229 @@ class P2PSchedule:
     thread_ptr: np.ndarray
     perm: np.ndarray
     matrix: sp.csr_array
-    need_fwd: np.ndarray
-    need_bwd: np.ndarray
-    notify_fwd: np.ndarray
-    notify_bwd: np.ndarray
+    seg_ptr: np.ndarray
+    seg_lo: np.ndarray
+    seg_hi: np.ndarray
+    wait_ptr: np.ndarray
+    wait_thread: np.ndarray
+    wait_count: np.ndarray
     waits: tuple[int, int]
     levels: int
 
+    @property
+    def segments(self) -> tuple[int, int]:
+        """Segments per direction (forward, backward), all threads together."""
+        P = self.threads
+        return int(self.seg_ptr[P] - self.seg_ptr[0]), int(self.seg_ptr[2 * P] - self.seg_ptr[P])
 
-def _owner_order(level_ptr: np.ndarray, threads: int) -> tuple[np.ndarray, np.ndarray]:
-    """Thread of each level-ordered row (each level cut into ``threads`` chunks)."""
+
+def _owner_order(level_ptr: np.ndarray, row_nnz: np.ndarray,
+                 threads: int) -> tuple[np.ndarray, np.ndarray]:
+    """Thread of each level-ordered row and the thread-major order.
+
+    Each level is cut into ``threads`` contiguous chunks of about equal work
+    (stored entries + 1 per row), chunk ``t`` to thread ``t``; a row goes to
+    the chunk holding the middle of its work.  Contiguous chunks keep a
+    thread's rows of consecutive levels next to each other in the original
+    numbering, so most dependences stay inside one thread.
+    """
     n = int(level_ptr[-1])
     sizes = np.diff(level_ptr).astype(np.int64)
     level = np.repeat(np.arange(sizes.size), sizes)
-    offset = np.arange(n, dtype=np.int64) - level_ptr[:-1].astype(np.int64)[level]
-    chunk = np.maximum(-(-sizes // threads), 1)[level]
-    owner = np.minimum(offset // chunk, threads - 1).astype(_I32)
+    w = row_nnz.astype(np.float64) + 1.0
+    cw = np.cumsum(w)
+    before = np.concatenate([[0.0], cw])[level_ptr[:-1].astype(np.int64)]   # work before each level
+    total = np.concatenate([[0.0], cw])[level_ptr[1:].astype(np.int64)] - before
+    mid = cw - 0.5 * w - before[level]
+    owner = np.minimum((mid * threads / total[level]).astype(np.int64), threads - 1).astype(_I32)
     order = np.argsort(owner, kind="stable").astype(_I32)  # by thread, level order inside
+    if n == 0:
+        owner = np.zeros(0, _I32)
     return owner, order
 
 
-def _needs(src: np.ndarray, dst: np.ndarray, owner: np.ndarray, pos: np.ndarray,
-           thread_ptr: np.ndarray, threads: int, reverse: bool) -> tuple[np.ndarray, np.ndarray]:
-    """Sparsified per-(row, thread) needs for edges ``src -> dst`` and the notify flags."""
-    n = owner.size
-    cross = owner[src] != owner[dst]
-    src, dst = src[cross], dst[cross]
-    need = np.zeros(n * threads, dtype=np.int64)
-    np.maximum.at(need, dst.astype(np.int64) * threads + owner[src], pos[src].astype(np.int64) + 1)
-    need = need.reshape(n, threads)
-    for t in range(threads):  # drop needs an earlier row (in run order) of the thread covered
-        lo, hi = int(thread_ptr[t]), int(thread_ptr[t + 1])
-        seg = need[lo:hi]
-        run = seg[::-1] if reverse else seg
-        prev = np.maximum.accumulate(np.vstack([np.zeros((1, threads), np.int64), run[:-1]]), axis=0)
-        run[run <= prev] = 0
-    notify = np.zeros(n, dtype=_I32)
-    for u in range(threads):
-        c = need[:, u]
-        c = c[c > 0]
-        lo, hi = int(thread_ptr[u]), int(thread_ptr[u + 1])
-        rows = hi - c if reverse else lo + c - 1
-        notify[rows] = 1
-    return need.reshape(-1).astype(_I32), notify
+def _needs_func():
+    """TIR (row-parallel, each row writes only its own needs): for row ``r`` and
+    each other thread ``u``, the largest task end (``fend``/``bend``) among
+    ``r``'s neighbours owned by ``u`` in earlier (forward) / later (backward)
+    levels; 0 where there is none."""
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def needs(indptr_h: T.handle, indices_h: T.handle, owner_h: T.handle, level_h: T.handle,
+              fend_h: T.handle, bend_h: T.handle, fneed_h: T.handle, bneed_h: T.handle,
+              P: T.int32):
+        n = T.int32()
+        np1 = T.int32()
+        m = T.int32()
+        nP = T.int32()
+        indptr = T.match_buffer(indptr_h, (np1,), "int32")
+        indices = T.match_buffer(indices_h, (m,), "int32")
+        owner = T.match_buffer(owner_h, (n,), "int32")
+        level = T.match_buffer(level_h, (n,), "int32")
+        fend = T.match_buffer(fend_h, (n,), "int32")
+        bend = T.match_buffer(bend_h, (n,), "int32")
+        fneed = T.match_buffer(fneed_h, (nP,), "int32")
+        bneed = T.match_buffer(bneed_h, (nP,), "int32")
+        for r in T.parallel(n):
+            for u in range(P):
+                fneed[r * P + u] = 0
+                bneed[r * P + u] = 0
+            start = T.bind(indptr[r])
+            for p in range(indptr[r + 1] - start):
+                c = T.bind(indices[start + p])
+                o = T.bind(owner[c])
+                if o != owner[r]:
+                    if level[c] < level[r]:
+                        fneed[r * P + o] = T.max(fneed[r * P + o], fend[c])
+                    if level[c] > level[r]:
+                        bneed[r * P + o] = T.max(bneed[r * P + o], bend[c])
+
+    return needs
+
+
+def _direction(need: np.ndarray, owner: np.ndarray, pos: np.ndarray, run_len: np.ndarray,
+               threads: int) -> tuple[list, list, list, list, list, int]:
+    """Segments and sparsified waits of one sweep direction.
+
+    ``need[r * P + u]``: the count of thread ``u``'s rows that row ``r`` must
+    see finished (0: none); ``pos``: each row's run position inside its
+    thread.  A need that an earlier row (in run order) of the same thread
+    already waited for is dropped (counts only grow).  Returns per thread:
+    segment bounds, wait pointers, wait threads and counts, and the number of
+    waits.
+    """
+    flat = np.flatnonzero(need)
+    row, u_of = flat // threads, flat % threads
+    t_of, k_of, c_of = owner[row].astype(np.int64), pos[row].astype(np.int64), need[flat]
+    pair = t_of * threads + u_of
+    o = np.lexsort((k_of, pair))                 # by thread pair, run order inside
+    pair, k_of, c_of = pair[o], k_of[o], c_of[o].astype(np.int64)
+    keep = np.ones(pair.size, dtype=bool)
+    if pair.size:
+        starts = np.flatnonzero(np.r_[True, pair[1:] != pair[:-1]])
+        bounds = np.r_[starts, pair.size]
+        for a, b in zip(bounds[:-1], bounds[1:]):  # one vectorised prefix max per thread pair
+            c = c_of[a:b]
+            keep[a:b] = c > np.maximum.accumulate(np.r_[0, c[:-1]])
+    pair, k_of, c_of = pair[keep], k_of[keep], c_of[keep]
+    t_w, u_w = pair // threads, pair % threads
+    seg_lo, seg_hi, wptr, wth, wcnt = [], [], [], [], []
+    for t in range(threads):
+        mine = t_w == t
+        bounds = np.unique(np.concatenate([[0, run_len[t]], k_of[mine], c_of[u_w == t]]))
+        lo, hi = bounds[:-1], bounds[1:]
+        seg = np.searchsorted(lo, k_of[mine])          # each wait precedes the row at a bound
+        o = np.argsort(seg, kind="stable")
+        seg_lo.append(lo)
+        seg_hi.append(hi)
+        wptr.append(np.bincount(seg, minlength=lo.size))
+        wth.append(u_w[mine][o])
+        wcnt.append(c_of[mine][o])
+    return seg_lo, seg_hi, wptr, wth, wcnt, int(keep.sum())
 
 
 def p2p_schedule(sched: LevelSchedule, threads: int) -> P2PSchedule:
     """Partition a level schedule over ``threads`` and derive the point-to-point waits.
 
+    A wait is for a whole **task** (a thread's chunk of one level, SpMP's
+    granularity): row ``r`` of thread ``t`` waits, for each other thread
+    ``u``, until ``u`` has finished the task of ``r``'s last neighbour that
+    ``u`` owns in an earlier level (forward; later level, backward).  So each
+    thread publishes its count once per task, not at every row another thread
+    reads.  The neighbour scan is one row-parallel TIR kernel; numpy handles
+    only the rows that have a wait.
+
     >>> from schedules.sparse.level_sets import level_sets
     >>> from tvm_ext.workloads import lap2d
     >>> s = p2p_schedule(level_sets(lap2d(6)), 2)
     >>> s.thread_ptr.tolist(), s.matrix.shape
-    ([0, 21, 36], (36, 36))
+    ([0, 18, 36], (36, 36))
     """
+    import tvm
+
+    from schedules.sparse.level_sets import _kernel, _tensor
+
     threads = max(int(threads), 1)
     B = sched.matrix
     n = B.shape[0]
-    owner_lvl, order = _owner_order(sched.level_ptr, threads)
+    owner_lvl, order = _owner_order(sched.level_ptr, np.diff(B.indptr), threads)
     iorder = np.empty_like(order)
     iorder[order] = np.arange(n, dtype=_I32)
     C = _permute_canonical(B, order, iorder) if n else B
     owner = owner_lvl[order]
     thread_ptr = np.zeros(threads + 1, dtype=_I32)
     np.cumsum(np.bincount(owner, minlength=threads), out=thread_ptr[1:])
+    run_len = np.diff(thread_ptr).astype(np.int64)
     idx = np.arange(n, dtype=_I32)
     fpos = idx - thread_ptr[owner]              # forward run position inside the thread
     bpos = thread_ptr[owner + 1] - 1 - idx      # backward run position
-    rows = np.repeat(idx, np.diff(C.indptr))
-    cols = C.indices
-    off = rows != cols
-    a, c = rows[off], cols[off]
-    early = order[a] < order[c]                 # level order is a topological order
-    src = np.where(early, a, c)
-    dst = np.where(early, c, a)
-    need_f, notify_f = _needs(src, dst, owner, fpos, thread_ptr, threads, reverse=False)
-    need_b, notify_b = _needs(dst, src, owner, bpos, thread_ptr, threads, reverse=True)
-    return P2PSchedule(threads=threads, thread_ptr=thread_ptr, perm=sched.perm[order].astype(_I32),
-                       matrix=C, need_fwd=need_f, need_bwd=need_b, notify_fwd=notify_f,
-                       notify_bwd=notify_b,
-                       waits=(int(np.count_nonzero(need_f)), int(np.count_nonzero(need_b))),
-                       levels=sched.levels)
+    # task = a thread's chunk of one level: rows with equal (owner, level) are
+    # contiguous in the thread-major numbering; run positions just past each task
+    level = np.repeat(np.arange(sched.levels, dtype=_I32), np.diff(sched.level_ptr))[order]
+    gkey = owner.astype(np.int64) * (sched.levels + 1) + level
+    new_task = np.r_[True, gkey[1:] != gkey[:-1]] if n else np.zeros(0, bool)
+    task_id = np.cumsum(new_task) - 1
+    first = np.flatnonzero(new_task)
+    last = np.r_[first[1:], n] - 1
+    fend = ((last - thread_ptr[owner[first]]) + 1)[task_id].astype(_I32)
+    bend = (thread_ptr[owner[first] + 1] - first)[task_id].astype(_I32)
+    scan = C
+    if not sched.edges_in_rows and n:   # neighbours on both sides: scan the symmetrised pattern
+        pat = sp.csr_array((np.ones(C.nnz, np.int8), C.indices, C.indptr), shape=C.shape)
+        scan = (pat + pat.T).tocsr()
+    cpu = tvm.cpu(0)
+    fneed = tvm.runtime.empty((max(n * threads, 1),), "int32", cpu)
+    bneed = tvm.runtime.empty((max(n * threads, 1),), "int32", cpu)
+    if n and scan.nnz:
+        _kernel("p2p_needs", _needs_func)["main"](
+            _tensor(scan.indptr.astype(_I32)), _tensor(scan.indices.astype(_I32)), _tensor(owner),
+            _tensor(level), _tensor(fend), _tensor(bend), fneed, bneed, threads)
+        fn, bn = fneed.numpy()[:n * threads], bneed.numpy()[:n * threads]
+    else:
+        fn = bn = np.zeros(n * threads, _I32)
+    parts = [_direction(fn, owner, fpos, run_len, threads),
+             _direction(bn, owner, bpos, run_len, threads)]
+    lo = [x for p in parts for x in p[0]]
+    hi = [x for p in parts for x in p[1]]
+    counts = [x.size for x in lo]
+    seg_ptr = np.zeros(2 * threads + 1, dtype=_I32)
+    np.cumsum(counts, out=seg_ptr[1:])
+    wper = np.concatenate([x for p in parts for x in p[2]] + [np.zeros(0, np.int64)])
+    wait_ptr = np.zeros(wper.size + 1, dtype=_I32)
+    np.cumsum(wper, out=wait_ptr[1:])
+    cat = lambda k: np.concatenate([x for p in parts for x in p[k]]  # noqa: E731
+                                   + [np.zeros(0, np.int64)]).astype(_I32)
+    return P2PSchedule(threads=threads, thread_ptr=thread_ptr,
+                       perm=sched.perm[order].astype(_I32), matrix=C, seg_ptr=seg_ptr,
+                       seg_lo=cat(0), seg_hi=cat(1), wait_ptr=wait_ptr, wait_thread=cat(3),
+                       wait_count=cat(4), waits=(parts[0][5], parts[1][5]), levels=sched.levels)
 
 
 def _pass_code(backward: bool) -> str:
     from schedules.sparse.triangular import _row_code
 
-    need, notify = ("need_b", "notify_b") if backward else ("need_f", "notify_f")
-    row = "hi - 1 - k" if backward else "lo + k"
+    d = 1 if backward else 0
+    row = "top - 1 - lo - k" if backward else "base + lo + k"
     head = f"""\
 for u in range(P):
     progress[u * {_SLOT}] = 0
 for t in T.parallel(P):
-    lo = T.bind(tptr[t])
-    hi = T.bind(tptr[t + 1])
-    for k in range(hi - lo):
-        row = T.bind({row})
-        for u in range(P):
-            if {need}[row * P + u] > 0:
-                T.evaluate(T.call_extern("int32", "tvmext_p2p_wait", T.address_of(progress[0]), u,
-                                         {need}[row * P + u], T.address_of(failed[0]), timeout_ms,
-                                         T.address_of(x[0])))
-{_row_code("row", 8)}
-        if {notify}[row] != 0:
-            T.evaluate(T.call_extern("int32", "tvmext_p2p_notify", T.address_of(progress[0]), t,
-                                     k + 1, T.address_of(x[0])))
+    base = T.bind(tptr[t])
+    top = T.bind(tptr[t + 1])
+    s0 = T.bind(sptr[{d} * P + t])
+    for s in range(sptr[{d} * P + t + 1] - s0):
+        sg = T.bind(s0 + s)
+        w0 = T.bind(wptr[sg])
+        for w in range(wptr[sg + 1] - w0):
+            T.evaluate(T.call_extern("int32", "tvmext_p2p_wait", T.address_of(progress[0]),
+                                     wth[w0 + w], wcnt[w0 + w], T.address_of(failed[0]),
+                                     timeout_ms, T.address_of(x[0])))
+        lo = T.bind(seg_lo[sg])
+        for k in range(seg_hi[sg] - lo):
+{_row_code(row, 12)}
+        T.evaluate(T.call_extern("int32", "tvmext_p2p_notify", T.address_of(progress[0]), t,
+                                 seg_hi[sg], T.address_of(x[0])))
 """
     return textwrap.indent(head, " " * 12)
 
@@ -193,10 +321,11 @@ def p2p_func(dtype: str = "float64"):
     """The point-to-point sweep PrimFunc (symbolic sizes), same row update as the barrier sweep.
 
     Arguments: off-diagonal CSR, ``idiag``, ``tptr`` (``P + 1`` thread
-    boundaries), ``need_f``, ``notify_f``, ``need_b``, ``notify_b``,
-    ``progress`` (``16 P`` int32 scratch), ``failed`` (1 int32, set when a
-    wait timed out), ``b``, ``x`` (in place), ``mode`` (0 forward, 1
-    backward, 2 symmetric), ``sweeps``, ``timeout_ms``.
+    boundaries), the segments (``sptr``: ``2P + 1`` per direction and thread,
+    ``seg_lo``, ``seg_hi``, ``wptr``, ``wth``, ``wcnt``; see
+    :class:`P2PSchedule`), ``progress`` (``16 P`` int32 scratch), ``failed``
+    (1 int32, set when a wait timed out), ``b``, ``x`` (in place), ``mode``
+    (0 forward, 1 backward, 2 symmetric), ``sweeps``, ``timeout_ms``.
 
     >>> "tvmext_p2p_wait" in p2p_func("float32").script()
     True
@@ -210,24 +339,30 @@ def p2p_func(dtype: str = "float64"):
     src = f'''
 @T.prim_func
 def p2p(indptr_h: T.handle, indices_h: T.handle, data_h: T.handle, idiag_h: T.handle,
-        tptr_h: T.handle, need_f_h: T.handle, notify_f_h: T.handle, need_b_h: T.handle,
-        notify_b_h: T.handle, progress_h: T.handle, failed_h: T.handle, b_h: T.handle,
-        x_h: T.handle, mode: T.int32, sweeps: T.int32, timeout_ms: T.int32):
+        tptr_h: T.handle, sptr_h: T.handle, seg_lo_h: T.handle, seg_hi_h: T.handle,
+        wptr_h: T.handle, wth_h: T.handle, wcnt_h: T.handle, progress_h: T.handle,
+        failed_h: T.handle, b_h: T.handle, x_h: T.handle, mode: T.int32, sweeps: T.int32,
+        timeout_ms: T.int32):
     n = T.int32()
     np1 = T.int32()
     nnz = T.int32()
     P1 = T.int32()
-    NP = T.int32()
+    S2 = T.int32()
+    NS = T.int32()
+    NS1 = T.int32()
+    NW = T.int32()
     SP = T.int32()
     indptr = T.match_buffer(indptr_h, (np1,), "int32")
     indices = T.match_buffer(indices_h, (nnz,), "int32")
     data = T.match_buffer(data_h, (nnz,), {name!r})
     idiag = T.match_buffer(idiag_h, (n,), {name!r})
     tptr = T.match_buffer(tptr_h, (P1,), "int32")
-    need_f = T.match_buffer(need_f_h, (NP,), "int32")
-    notify_f = T.match_buffer(notify_f_h, (n,), "int32")
-    need_b = T.match_buffer(need_b_h, (NP,), "int32")
-    notify_b = T.match_buffer(notify_b_h, (n,), "int32")
+    sptr = T.match_buffer(sptr_h, (S2,), "int32")
+    seg_lo = T.match_buffer(seg_lo_h, (NS,), "int32")
+    seg_hi = T.match_buffer(seg_hi_h, (NS,), "int32")
+    wptr = T.match_buffer(wptr_h, (NS1,), "int32")
+    wth = T.match_buffer(wth_h, (NW,), "int32")
+    wcnt = T.match_buffer(wcnt_h, (NW,), "int32")
     progress = T.match_buffer(progress_h, (SP,), "int32")
     failed = T.match_buffer(failed_h, (1,), "int32")
     b = T.match_buffer(b_h, (n,), {name!r})
@@ -251,7 +386,7 @@ def p2p_kernel(dtype: str = "float64", target: Any = None):
 
     load_native("tvmext_p2p.c")
     name = _check_dtype(dtype, "p2p_kernel")
-    return get_or_build(("schedules.sparse.p2p", name, 1), lambda: p2p_func(name), target)
+    return get_or_build(("schedules.sparse.p2p", name, 2), lambda: p2p_func(name), target)
 
 
 class P2PExecutor:
@@ -281,8 +416,9 @@ class P2PExecutor:
         self._failed = tvm.runtime.tensor(np.zeros(1, _I32), cpu)
         self._args = [tvm.runtime.tensor(np.ascontiguousarray(a), cpu) for a in (
             off.indptr.astype(_I32), nz(off.indices.astype(_I32), _I32), nz(off.data, self.dtype),
-            (1.0 / diag).astype(self.dtype), sched.thread_ptr, nz(sched.need_fwd, _I32),
-            nz(sched.notify_fwd, _I32), nz(sched.need_bwd, _I32), nz(sched.notify_bwd, _I32),
+            (1.0 / diag).astype(self.dtype), sched.thread_ptr, sched.seg_ptr,
+            nz(sched.seg_lo, _I32), nz(sched.seg_hi, _I32), sched.wait_ptr,
+            nz(sched.wait_thread, _I32), nz(sched.wait_count, _I32),
             np.zeros(_SLOT * sched.threads, _I32))] + [self._failed]
         self.offdiag_nnz = int(off.nnz)
 
