@@ -1,4 +1,4 @@
-"""A learned sparse-format selector: XGBoost over inspector features, trained on measurements.
+"""A learned sparse-format selector: boosted trees over inspector features, trained on measurements.
 
 The analytic model of :mod:`schedules.sparse.selection` estimates bytes; this
 one learns from the machine.  The loop:
@@ -11,10 +11,14 @@ one learns from the machine.  The loop:
 2. :func:`build_corpus`: for every matrix and every ``N`` of B, the candidate
    formats the analytic model deems feasible (CSR, BCSR R x C, ELL, DIA, HYB,
    SELL; same inspector arguments) are *measured* with their executors;
-3. :func:`train_selector`: one gradient-boosted tree regressor predicts
-   ``log(t_candidate / t_csr)`` from the matrix features (row-length
-   statistics, diagonals and DIA/ELL fill, R x C block fill, size, ``N``)
-   plus the candidate's kind and its own fill/padding;
+3. :func:`train_selector`: one regressor predicts ``log(t_candidate /
+   t_csr)`` from the matrix features (row-length statistics, diagonals and
+   DIA/ELL fill, R x C block fill, size, ``N``) plus the candidate's kind and
+   its own fill/padding.  :func:`training_data` gives that ``(X, y)``; the
+   default model is :class:`BoostedTreeRegressor` (xgboost's trees behind
+   scikit-learn's ``fit(X, y)`` / ``predict(X)``), and any estimator with
+   those two methods can be passed instead (``model=``), e.g.
+   ``xgboost.XGBRegressor`` where scikit-learn is installed;
 4. :class:`LearnedSelector` implements the
    :class:`~schedules.sparse.selection.Selector` protocol: it scores every
    feasible candidate and picks the lowest prediction.  ``install()`` makes it
@@ -51,6 +55,7 @@ __all__ = [
     "CorpusEntry", "Corpus", "LearnedSelector", "generate_matrices", "build_corpus", "train_selector",
     "regret_report", "default_model_path", "load_default", "matrix_features", "candidate_kind",
     "feasible_candidates", "measure_seconds", "split_corpus", "sparse_features_of", "train_default",
+    "BoostedTreeRegressor", "training_data",
 ]
 
 #: BCSR block shapes the selector considers (inspector arguments R, C).
@@ -280,24 +285,139 @@ def split_corpus(corpus: Corpus, held_out: float = 0.3, seed: int = 0) -> tuple[
 
 
 # --------------------------------------------------------------------------- model
+class BoostedTreeRegressor:
+    """Gradient-boosted regression trees with scikit-learn's estimator API: ``fit(X, y)``, ``predict(X)``.
+
+    The trees are xgboost's core ``Booster`` (``xgboost.train``, squared
+    error); scikit-learn is not needed.  ``get_params``/``set_params`` follow
+    scikit-learn's conventions, so ``type(est)(**est.get_params())`` is an
+    unfitted copy.  Any object with the same ``fit``/``predict`` methods can
+    stand in for it (duck typing), e.g. ``xgboost.XGBRegressor`` where
+    scikit-learn is installed: ``train_selector(corpus, model=XGBRegressor())``.
+
+    >>> X = np.linspace(0, 1, 40).reshape(-1, 1)
+    >>> est = BoostedTreeRegressor(n_estimators=40, max_depth=2).fit(X, (X[:, 0] > 0.5).astype(float))
+    >>> est.predict(np.array([[0.1], [0.9]])).round(1).tolist()
+    [0.0, 1.0]
+    """
+
+    def __init__(self, n_estimators: int = 150, max_depth: int = 5, learning_rate: float = 0.1,
+                 subsample: float = 0.9, random_state: int = 0, n_jobs: int = 1):
+        self.n_estimators = n_estimators
+        self.max_depth = max_depth
+        self.learning_rate = learning_rate
+        self.subsample = subsample
+        self.random_state = random_state
+        self.n_jobs = n_jobs
+        self.booster = None
+
+    _PARAMS = ("n_estimators", "max_depth", "learning_rate", "subsample", "random_state", "n_jobs")
+
+    def get_params(self, deep: bool = True) -> dict[str, Any]:
+        """The constructor's arguments (scikit-learn's convention)."""
+        return {k: getattr(self, k) for k in self._PARAMS}
+
+    def set_params(self, **params: Any) -> "BoostedTreeRegressor":
+        """Change constructor arguments; unknown names are an :class:`InputError`."""
+        unknown = sorted(set(params) - set(self._PARAMS))
+        if unknown:
+            raise InputError(f"BoostedTreeRegressor: unknown parameters {unknown}; known: {', '.join(self._PARAMS)}")
+        for k, v in params.items():
+            setattr(self, k, v)
+        return self
+
+    @staticmethod
+    def _matrix(X: Any, what: str) -> np.ndarray:
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2:
+            raise InputError(f"BoostedTreeRegressor.{what}: X must be 2-D (samples x features), got shape {X.shape}")
+        if not np.all(np.isfinite(X)):
+            raise InputError(f"BoostedTreeRegressor.{what}: X has NaN or infinite entries")
+        return X
+
+    def fit(self, X: Any, y: Any) -> "BoostedTreeRegressor":
+        """Fit the trees to ``X`` (samples x features) and targets ``y``; returns ``self``."""
+        import xgboost as xgb
+
+        X = self._matrix(X, "fit")
+        y = np.asarray(y, dtype=np.float64).reshape(-1)
+        if y.shape[0] != X.shape[0]:
+            raise InputError(f"BoostedTreeRegressor.fit: {X.shape[0]} samples in X but {y.shape[0]} targets in y")
+        if X.shape[0] == 0 or not np.all(np.isfinite(y)):
+            raise InputError("BoostedTreeRegressor.fit: y must be non-empty and finite")
+        params = {"max_depth": int(self.max_depth), "eta": float(self.learning_rate),
+                  "objective": "reg:squarederror", "nthread": int(self.n_jobs), "seed": int(self.random_state),
+                  "subsample": float(self.subsample), "verbosity": 0}
+        self.booster = xgb.train(params, xgb.DMatrix(X, label=y), num_boost_round=int(self.n_estimators))
+        self.n_features_in_ = X.shape[1]
+        return self
+
+    def predict(self, X: Any) -> np.ndarray:
+        """Predicted target of each row of ``X`` (1-D float array)."""
+        import xgboost as xgb
+
+        if self.booster is None:
+            raise TuningError("BoostedTreeRegressor.predict: the model is not fitted (call fit first)")
+        X = self._matrix(X, "predict")
+        if X.shape[1] != self.n_features_in_:
+            raise InputError(f"BoostedTreeRegressor.predict: X has {X.shape[1]} features, "
+                             f"the model was fitted on {self.n_features_in_}")
+        names = self.booster.feature_names   # a booster trained with named columns checks them
+        return np.asarray(self.booster.predict(xgb.DMatrix(X, feature_names=names)), dtype=np.float64)
+
+    def save_model(self, path: str | os.PathLike) -> None:
+        """Write the fitted trees (xgboost's format, picked from the suffix)."""
+        if self.booster is None:
+            raise TuningError("BoostedTreeRegressor.save_model: the model is not fitted")
+        self.booster.save_model(str(path))
+
+    @classmethod
+    def from_booster(cls, booster: Any, n_features: int | None = None) -> "BoostedTreeRegressor":
+        """Wrap an already trained ``xgboost.Booster``."""
+        est = cls()
+        est.booster = booster
+        est.n_features_in_ = int(n_features if n_features is not None else booster.num_features())
+        return est
+
+
 class LearnedSelector:
-    """The trained model as a :class:`~schedules.sparse.selection.Selector` (``name = "learned"``)."""
+    """The trained model as a :class:`~schedules.sparse.selection.Selector` (``name = "learned"``).
+
+    ``model`` is a fitted estimator whose ``predict(X)`` maps rows of
+    ``feature_names`` columns to ``log(t / t_csr)``: a
+    :class:`BoostedTreeRegressor`, or anything with that method (duck
+    typing: ``xgboost.XGBRegressor``, a scikit-learn regressor...).  A bare
+    ``xgboost.Booster`` is wrapped in a :class:`BoostedTreeRegressor`.
+    """
 
     name = "learned"
 
-    def __init__(self, booster, feature_names: Sequence[str], kinds: Sequence[str], meta: dict | None = None):
-        self.booster = booster
+    def __init__(self, model, feature_names: Sequence[str], kinds: Sequence[str], meta: dict | None = None):
+        if not callable(getattr(model, "predict", None)):
+            raise InputError(f"LearnedSelector: the model ({type(model).__name__}) has no predict(X) method")
+        if type(model).__name__ == "Booster" and type(model).__module__.startswith("xgboost"):
+            model = BoostedTreeRegressor.from_booster(model, len(feature_names))
+        self.model = model
         self.feature_names = list(feature_names)
         self.kinds = set(kinds)
         self.meta = dict(meta or {})
 
+    @property
+    def booster(self):
+        """The underlying ``xgboost.Booster`` of a :class:`BoostedTreeRegressor` or ``XGBRegressor`` model (else None)."""
+        if hasattr(self.model, "get_booster"):
+            return self.model.get_booster()
+        return getattr(self.model, "booster", None)
+
     # -- prediction ---------------------------------------------------------------
+    def features(self, features: dict, n_cols: int, cands: Sequence) -> np.ndarray:
+        """The model's input: one row per candidate, columns :attr:`feature_names`."""
+        return np.array([[_row(c, features, n_cols)[k] for k in self.feature_names] for c in cands],
+                        dtype=np.float64).reshape(len(cands), len(self.feature_names))
+
     def predict(self, features: dict, n_cols: int, cands: Sequence) -> np.ndarray:
         """Predicted ``log(t / t_csr)`` of each candidate."""
-        import xgboost as xgb
-
-        X = np.array([[_row(c, features, n_cols)[k] for k in self.feature_names] for c in cands], dtype=np.float64)
-        return self.booster.predict(xgb.DMatrix(X, feature_names=self.feature_names))
+        return np.asarray(self.model.predict(self.features(features, n_cols, cands)), dtype=np.float64).reshape(-1)
 
     def choose(self, features: dict, n_cols: int):
         """Pick the candidate with the lowest predicted time (Selector protocol)."""
@@ -312,18 +432,25 @@ class LearnedSelector:
         best = int(np.argmin(pred))
         scores = {c.label: float(math.exp(p)) for c, p in zip(known, pred)}
         reason = (f"{known[best].label}: predicted {math.exp(pred[best]):.2f}x the time of csr for N={n_cols} "
-                  f"(XGBoost over {len(self.feature_names)} inspector features, "
+                  f"({type(self.model).__name__} over {len(self.feature_names)} inspector features, "
                   f"trained on {self.meta.get('train_entries', '?')} measured cases)")
         return Choice(known[best], scores, excluded, reason, self.name,
                       scored=tuple((c, float(math.exp(p))) for c, p in zip(known, pred)))
 
     # -- persistence ----------------------------------------------------------------
     def save(self, path: str | os.PathLike | None = None) -> Path:
-        """Write ``model.json`` (XGBoost) and ``model.meta.json`` next to it."""
+        """Write ``model.json`` (xgboost's format) and ``model.meta.json`` next to it.
+
+        The model must have ``save_model(path)`` writing xgboost's format
+        (:class:`BoostedTreeRegressor` and ``xgboost.XGBRegressor`` do).
+        """
+        if not callable(getattr(self.model, "save_model", None)):
+            raise TuningError(f"learned selector: a {type(self.model).__name__} model cannot be saved "
+                              "(it has no save_model(path) writing xgboost's format)")
         p = Path(path) if path else default_model_path()
         p.parent.mkdir(parents=True, exist_ok=True)
         # xgboost picks its format from the suffix of the file it writes
-        atomic_write(p, lambda tmp: self.booster.save_model(tmp), suffix=p.suffix or ".json")
+        atomic_write(p, lambda tmp: self.model.save_model(tmp), suffix=p.suffix or ".json")
         meta = dict(self.meta, version=FORMAT_VERSION, feature_names=self.feature_names, kinds=sorted(self.kinds))
         atomic_write_bytes(_meta_path(p), json.dumps(meta, indent=1, default=str).encode())
         return p
@@ -353,7 +480,8 @@ class LearnedSelector:
         for key in ("feature_names", "kinds"):
             if not isinstance(meta.get(key), list) or not all(isinstance(v, str) for v in meta[key]):
                 raise TuningError(f"learned selector: {mp}: {key!r} must be a list of strings; retrain the model")
-        return cls(booster, meta["feature_names"], meta["kinds"], meta)
+        model = BoostedTreeRegressor.from_booster(booster, len(meta["feature_names"]))
+        return cls(model, meta["feature_names"], meta["kinds"], meta)
 
     def install(self) -> "LearnedSelector":
         """Make this the default selector of :func:`schedules.sparse.inspect`."""
@@ -379,33 +507,44 @@ def load_default(path: str | os.PathLike | None = None, *, install: bool = True)
     return sel.install() if install else sel
 
 
-def _training_rows(corpus: Corpus) -> tuple[list[dict], list[float]]:
+def training_data(corpus: Corpus) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """``(X, y, feature_names)``: one row per measured candidate, ``y = log(t / t_csr)`` of its (matrix, N).
+
+    What :func:`train_selector` fits; an estimator of your own can be fitted on it
+    and handed to :class:`LearnedSelector` with the same ``feature_names``.
+    """
     rows, ys = [], []
     for e in corpus.entries:
         csr_time = next((s for c, s in zip(e.candidates, e.seconds) if c.format == "csr"), min(e.seconds))
         for c, s in zip(e.candidates, e.seconds):
             rows.append(_row(c, e.features, e.n_cols))
             ys.append(math.log(max(s, 1e-12) / max(csr_time, 1e-12)))
-    return rows, ys
+    names = list(rows[0]) if rows else []
+    X = np.array([[r[k] for k in names] for r in rows], dtype=np.float64).reshape(len(rows), len(names))
+    return X, np.array(ys, dtype=np.float64), names
 
 
-def train_selector(corpus: Corpus, *, rounds: int = 150, max_depth: int = 5, seed: int = 0,
+def train_selector(corpus: Corpus, *, rounds: int = 150, max_depth: int = 5, seed: int = 0, model=None,
                    save: str | os.PathLike | bool | None = None, install: bool = False) -> LearnedSelector:
-    """Fit the model on a corpus; optionally save it (``True``: default path) and install it."""
-    import xgboost as xgb
+    """Fit a model on a corpus; optionally save it (``True``: default path) and install it.
 
-    rows, ys = _training_rows(corpus)
-    if len(rows) < 4:
-        raise TuningError(f"train_selector: {len(rows)} measured cases are too few to train on")
-    names = list(rows[0])
-    X = np.array([[r[k] for k in names] for r in rows], dtype=np.float64)
-    params = {"max_depth": max_depth, "eta": 0.1, "objective": "reg:squarederror", "nthread": 1,
-              "seed": seed, "subsample": 0.9, "verbosity": 0}
-    booster = xgb.train(params, xgb.DMatrix(X, label=np.array(ys), feature_names=names), num_boost_round=rounds)
+    ``model`` is an unfitted estimator with ``fit(X, y)`` / ``predict(X)``
+    (default: ``BoostedTreeRegressor(n_estimators=rounds, max_depth=max_depth,
+    random_state=seed)``); ``xgboost.XGBRegressor()`` works in its place.
+    """
+    X, y, names = training_data(corpus)
+    if len(y) < 4:
+        raise TuningError(f"train_selector: {len(y)} measured cases are too few to train on")
+    if model is None:
+        model = BoostedTreeRegressor(n_estimators=rounds, max_depth=max_depth, random_state=seed)
+    elif not (callable(getattr(model, "fit", None)) and callable(getattr(model, "predict", None))):
+        raise InputError(f"train_selector: model {type(model).__name__} needs fit(X, y) and predict(X) methods")
+    fitted = model.fit(X, y)
+    model = fitted if fitted is not None else model   # scikit-learn's fit returns self; tolerate None
     kinds = sorted({candidate_kind(c) for e in corpus.entries for c in e.candidates})
-    meta = {"train_entries": len(corpus.entries), "train_rows": len(rows), "matrices": corpus.matrices,
-            "trained_at": time.time()}
-    sel = LearnedSelector(booster, names, kinds, meta)
+    meta = {"train_entries": len(corpus.entries), "train_rows": len(y), "matrices": corpus.matrices,
+            "trained_at": time.time(), "model": type(model).__name__}
+    sel = LearnedSelector(model, names, kinds, meta)
     if save:
         sel.save(None if save is True else save)
     if install:
