@@ -30,6 +30,15 @@ from .emit import (
     register_implementation,
     register_intrin,
 )
+from .feedback import (
+    AxisMisfit,
+    CompetingAxes,
+    ExtentMisfit,
+    FailureKind,
+    LayoutMismatch,
+    MissingAxisRole,
+    OpMismatch,
+)
 from .instructions import ISA, Instruction, available_isas, get_isa, make_instruction, providers, register_isa
 from .isamir import Access, Affine, Axis, Buffer, Const, Program, Statement, evaluate, parse_isamir
 from .kernels import (
@@ -76,6 +85,8 @@ __all__ = [
     "Instruction", "ISA", "make_instruction", "get_isa", "register_isa", "available_isas", "providers",
     # mapper
     "Mapping", "Failure", "MapResult", "NoMappingError", "map_instruction",
+    # mapper feedback
+    "FailureKind", "OpMismatch", "MissingAxisRole", "CompetingAxes", "AxisMisfit", "ExtentMisfit", "LayoutMismatch",
     # transforms + search
     "Transform", "TransformStep", "TransformError", "register_transform", "get_transform",
     "available_transforms", "apply_steps", "search_mappings", "SearchResult", "find_mappings",

@@ -20,7 +20,7 @@ follows VF2 (Cordella et al. 2004): it extends a partial map one statement,
 then one axis at a time, with feasibility rules (operators, buffer roles, axis
 role signatures, row compatibility) that prune a branch as soon as it fails.
 It enumerates *all* mappings and records *why* each branch failed
-(:class:`Failure`), which is the feedback :mod:`tensorize.search` uses.
+(:class:`~tensorize.feedback.Failure`), which is the feedback :mod:`tensorize.search` uses.
 
 >>> from tensorize.isamir import parse_isamir
 >>> from tensorize.instructions import get_isa
@@ -36,47 +36,26 @@ It enumerates *all* mappings and records *why* each branch failed
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Mapping as TMapping, Sequence
 
 from tvm_ext.errors import MappingError
 
+from .feedback import (
+    AxisMisfit,
+    CompetingAxes,
+    ExtentMisfit,
+    Failure,
+    FailureKind,
+    FailureLog,
+    LayoutMismatch,
+    MissingAxisRole,
+    OpMismatch,
+)
 from .instructions import Instruction
 from .isamir import Access, Affine, Const, Program, Statement
 
 __all__ = ["Failure", "Mapping", "MapResult", "NoMappingError", "map_instruction"]
-
-# Failure depth = 10 * (needle statements matched) + stage; deeper = closer to a mapping.
-_STAGE = {"statements": 0, "op": 0, "operand": 0, "buffer": 1, "dataflow": 2, "role": 3, "access": 4,
-          "extent": 5, "layout": 6}
-
-
-@dataclass(frozen=True)
-class Failure:
-    """Why one branch of the mapping search failed.
-
-    ``kind`` is one of ``statements``, ``op``, ``operand``, ``buffer``,
-    ``dataflow``, ``role``, ``access``, ``extent``, ``layout``; ``depth``
-    grows with how far the branch got; ``info`` carries what a transformation
-    needs to repair it (e.g. the axes whose extents do not fit).
-    """
-
-    kind: str
-    text: Any  # the message, or a callable building it (rendered on first use)
-    depth: int
-    needle_stmt: int | None = None
-    hay_stmt: int | None = None
-    info: dict = field(default_factory=dict, compare=False, hash=False)
-
-    @property
-    def message(self) -> str:
-        if callable(self.text):
-            object.__setattr__(self, "text", self.text())
-        return self.text
-
-    def __str__(self) -> str:
-        return self.message
-
 
 class NoMappingError(MappingError):
     """No mapping exists; ``reasons`` holds the mapper's :class:`Failure` s."""
@@ -372,29 +351,6 @@ def map_instruction(program: Program, instruction: Instruction, *, strict_layout
     return MapResult(m.mappings, m.log.failures())
 
 
-class _FailureLog:
-    """Failures keyed by (kind, needle stmt, haystack stmt, ...); messages are built lazily."""
-
-    def __init__(self, limit: int = 400):
-        self._seen: dict[tuple, Failure] = {}
-        self.limit = limit  # caps the shallow (per statement pair) failures only
-        self._shallow = 0
-
-    def add(self, kind: str, message, matched: int, k=None, h=None, key=None, **info) -> None:
-        key = (kind, k, h, key if key is not None else (message if isinstance(message, str) else None))
-        if key in self._seen:
-            return
-        if _STAGE[kind] <= 1:
-            if self._shallow >= self.limit:
-                return
-            self._shallow += 1
-        depth = 10 * matched + _STAGE[kind]
-        self._seen[key] = Failure(kind, message, depth, k, h, info)
-
-    def failures(self) -> list[Failure]:
-        return list(self._seen.values())
-
-
 def _fmt(program: Program, s: Statement) -> str:
     return s.format(program.axis_names).rstrip(";")
 
@@ -406,14 +362,14 @@ class _Mapper:
         self.needle = instruction.needle
         self.strict = strict
         self.limit = limit
-        self.log = _FailureLog()
+        self.log = FailureLog()
         self.mappings: list[Mapping] = []
 
     # -- stage 1: statements and buffers ---------------------------------------
     def run(self) -> None:
         n, H = len(self.needle.statements), len(self.hay.statements)
         if n > H:
-            self.log.add("statements", f"the kernel has {H} statements, instruction "
+            self.log.add(FailureKind.STATEMENTS, f"the kernel has {H} statements, instruction "
                          f"{self.instr.name} needs {n}", 0)
             return
         self._match(0, -1, (), {}, {})
@@ -438,19 +394,19 @@ class _Mapper:
         if ns.op != hs.op or ns.fn != hs.fn:
             nop = ns.op if not ns.fn else f"{ns.op} {ns.fn}"
             hop = hs.op if not hs.fn else f"{hs.op} {hs.fn}"
-            self.log.add("op", lambda: f"op mismatch at statement {k}: needle `{_fmt(self.needle, ns)}` is "
+            self.log.add(FailureKind.OP, lambda: f"op mismatch at statement {k}: needle `{_fmt(self.needle, ns)}` is "
                          f"'{nop}', haystack statement {h} `{_fmt(self.hay, hs)}` is '{hop}'", k, k, h,
-                         key="op", needle_op=ns.op, hay_op=hs.op)
+                         key="op", detail=OpMismatch(ns.op, hs.op))
             return False
         nsrc, hsrc = ns.src, hs.src
         if isinstance(nsrc, Const):
             if not (isinstance(hsrc, Const) and _close(nsrc.value, hsrc.value)):
-                self.log.add("operand", lambda: f"operand mismatch at statement {k}: needle source "
+                self.log.add(FailureKind.OPERAND, lambda: f"operand mismatch at statement {k}: needle source "
                              f"{nsrc.format()} vs haystack statement {h} source "
                              f"{hsrc.format(self.hay.axis_names)}", k, k, h, key="operand")
                 return False
         elif isinstance(hsrc, Const) and not self._is_scalar_input(nsrc.buffer):
-            self.log.add("operand", lambda: f"operand mismatch at statement {k}: needle source "
+            self.log.add(FailureKind.OPERAND, lambda: f"operand mismatch at statement {k}: needle source "
                          f"{nsrc.format()} is a tensor, haystack statement {h} source is the "
                          f"constant {hsrc.format()}", k, k, h, key="operand")
             return False
@@ -494,7 +450,7 @@ class _Mapper:
         return bmap, consts
 
     def _buffer_fail(self, k, h, why: str) -> None:
-        self.log.add("buffer", f"buffer conflict at statement {k} (haystack {h}): {why}", k, k, h)
+        self.log.add(FailureKind.BUFFER, f"buffer conflict at statement {k} (haystack {h}): {why}", k, k, h)
 
     # -- stage 2: dataflow ----------------------------------------------------
     def _dataflow(self, smap: tuple, bmap: dict) -> tuple[str, int] | None:
@@ -528,7 +484,7 @@ class _Mapper:
         n = len(smap)
         why = self._dataflow(smap, bmap)
         if why:
-            self.log.add("dataflow", f"dataflow: {why[0]}", n, None, why[1], statements=smap)
+            self.log.add(FailureKind.DATAFLOW, f"dataflow: {why[0]}", n, None, why[1], statements=smap)
             return
         pairs = self._pairs(smap, consts)
         cands = self._candidates(smap, bmap, pairs)
@@ -547,15 +503,14 @@ class _Mapper:
         short = len(pool) < len(cands)
         text = ", ".join(f"{x}->{{{','.join(ys)}}}" for x, ys in cands.items())
         if short:
-            self.log.add("role", f"needle axes {sorted(cands)} of {self.instr.name} compete for fewer haystack "
-                         f"axes {pool} (candidates {text})", len(smap), None, None, competing=dict(cands),
-                         statements=smap, buffer_map=dict(bmap))
+            self.log.add(FailureKind.ROLE, f"needle axes {sorted(cands)} of {self.instr.name} compete for fewer haystack "
+                         f"axes {pool} (candidates {text})", len(smap), None, None, statements=smap,
+                         detail=CompetingAxes({x: tuple(ys) for x, ys in cands.items()}))
         else:
             acc = "; ".join(f"{na.format(self.needle.axis_names)} ~ {ha.format(self.hay.axis_names)}"
                             for na, ha in pairs)
-            self.log.add("access", f"access matrices do not match under any axis map (candidates {text}): "
-                         f"{acc}", len(smap), None, None, statements=smap, candidates=dict(cands),
-                         buffer_map=dict(bmap))
+            self.log.add(FailureKind.ACCESS, f"access matrices do not match under any axis map (candidates "
+                         f"{text}): {acc}", len(smap), None, None, statements=smap)
 
     def _pairs(self, smap: tuple, consts: dict) -> list[tuple[Access, Access]]:
         out = []
@@ -582,11 +537,10 @@ class _Mapper:
                 nots = sorted({na.buffer for na, _ in pairs if x not in na.axes})
                 hbufs = sorted({bmap[b] for b in nbufs if b in bmap})
                 self.log.add(
-                    "role", f"no haystack axis plays needle axis {x!r} of {self.instr.name}: it must index "
+                    FailureKind.ROLE, f"no haystack axis plays needle axis {x!r} of {self.instr.name}: it must index "
                     f"{', '.join(bmap.get(b, b) for b in nbufs)}"
                     + (f" but not {', '.join(bmap.get(b, b) for b in nots)}" if nots else ""),
-                    len(smap), None, None, needle_axis=x, hay_buffers=hbufs, statements=smap,
-                    buffer_map=dict(bmap))
+                    len(smap), None, None, statements=smap, detail=MissingAxisRole(x, tuple(hbufs)))
         return cands if ok else None
 
     def _assign(self, ctx, order, i, amap: dict, cands) -> None:
@@ -630,14 +584,15 @@ class _Mapper:
             if ne is None:
                 tile[x] = he
             elif he % ne:
-                bad.append((x, y, ne, he))
+                bad.append(AxisMisfit(x, y, ne, he))
             else:
                 tile[x] = ne
         if bad:
-            text = ", ".join(f"needle {x}={ne} vs haystack {y}={he}" for x, y, ne, he in bad)
-            self.log.add("extent", f"axis extents do not fit ({text}; haystack extent must be a multiple) "
-                         f"for axis map {_amap_text(amap)}", n, None, None, axes=bad, axis_map=dict(amap),
-                         statements=smap)
+            text = ", ".join(f"needle {b.needle_axis}={b.needle_extent} vs haystack {b.hay_axis}={b.hay_extent}"
+                             for b in bad)
+            self.log.add(FailureKind.EXTENT, f"axis extents do not fit ({text}; haystack extent must be a "
+                         f"multiple) for axis map {_amap_text(amap)}", n, None, None, statements=smap,
+                         detail=ExtentMisfit(tuple(bad), dict(amap)))
             return
         for dims, strides in solutions:
             if self.strict and not self._layout_ok(bmap, dims, strides, amap, n):
@@ -654,10 +609,9 @@ class _Mapper:
             sols = self._buffer_dims(nb, plist, amap)
             if not sols:
                 na, ha = plist[0]
-                self.log.add("access", f"access mismatch: needle {na.format(self.needle.axis_names)} cannot be "
+                self.log.add(FailureKind.ACCESS, f"access mismatch: needle {na.format(self.needle.axis_names)} cannot be "
                              f"matched to haystack {ha.format(self.hay.axis_names)} under axis map "
-                             f"{_amap_text(amap)}", len(smap), None, None, needle_buffer=nb,
-                             hay_buffer=ha.buffer, axis_map=dict(amap), statements=smap)
+                             f"{_amap_text(amap)}", len(smap), None, None, statements=smap)
                 return []
             per_buf.append((nb, sols))
         out = []
@@ -697,9 +651,9 @@ class _Mapper:
             want = list(range(rank_h - rank_n, rank_h))
             if perm != want or (rank_n and strides[nb][-1] != 1):
                 full = tuple([d for d in range(rank_h) if d not in perm] + perm)
-                self.log.add("layout", f"layout: mapped dims {perm} of {hb} are not its innermost dims "
+                self.log.add(FailureKind.LAYOUT, f"layout: mapped dims {perm} of {hb} are not its innermost dims "
                              f"{want} in needle order (needs transpose({hb}, {_tuple_text(full)}))", n,
-                             None, None, buffer=hb, perm=full, axis_map=dict(amap))
+                             None, None, detail=LayoutMismatch(hb, full))
                 return False
         return True
 

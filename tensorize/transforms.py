@@ -44,6 +44,7 @@ from typing import Any, ClassVar, Iterable, Sequence
 
 from tvm_ext.errors import ScheduleError
 
+from .feedback import CompetingAxes, ExtentMisfit, FailureKind, LayoutMismatch, MissingAxisRole, OpMismatch
 from .isamir import (
     ASSOCIATIVE_OPS,
     ZERO_PRESERVING,
@@ -225,7 +226,8 @@ def _replace_statements(program: Program, lo: int, hi: int, new: Sequence[Statem
     return program.with_statements(stmts, buffers=program.buffers + tuple(extra_buffers))
 
 
-_ORDER_KINDS = ("op", "operand", "buffer", "dataflow", "access")
+_ORDER_KINDS = frozenset({FailureKind.OP, FailureKind.OPERAND, FailureKind.BUFFER, FailureKind.DATAFLOW,
+                          FailureKind.ACCESS})
 
 
 def _referenced(result, with_mappings: bool = True, kinds=_ORDER_KINDS) -> list[tuple[int, float]]:
@@ -238,8 +240,7 @@ def _referenced(result, with_mappings: bool = True, kinds=_ORDER_KINDS) -> list[
             continue
         if f.hay_stmt is not None:
             out.append((f.hay_stmt, f.depth))
-        for h in f.info.get("statements", ()):
-            out.append((h, f.depth))
+        out += [(h, f.depth) for h in f.statements]
     if with_mappings:
         for m in result.mappings:
             out += [(h, 100.0) for h in m.statement_map]
@@ -355,9 +356,9 @@ class Factorization(Transform):
         # blocked the match (dataflow): an extra factor sits in the product.
         hot: dict[int, float] = {}
         for f in result.failures:
-            if f.kind == "op" and f.info.get("needle_op") == "+=" and f.info.get("hay_op") == "*=":
+            if isinstance(f.detail, OpMismatch) and f.detail == OpMismatch("+=", "*="):
                 hot[f.hay_stmt] = max(hot.get(f.hay_stmt, 0), f.depth)
-            elif f.kind == "dataflow" and f.hay_stmt is not None:
+            elif f.kind is FailureKind.DATAFLOW and f.hay_stmt is not None:
                 hot[f.hay_stmt] = max(hot.get(f.hay_stmt, 0), f.depth)
         out = []
         for k, n in self.sites(program):
@@ -443,8 +444,8 @@ class Associativity(Transform):
         return _replace_statements(program, chain.start, chain.end, new, [buf])
 
     def propose(self, program: Program, result, instruction) -> list[TransformStep]:
-        refs = [(h, d) for f in result.failures if f.kind in ("op", "dataflow") and f.hay_stmt is not None
-                for h, d in [(f.hay_stmt, f.depth)]]
+        refs = [(f.hay_stmt, f.depth) for f in result.failures
+                if f.kind in (FailureKind.OP, FailureKind.DATAFLOW) and f.hay_stmt is not None]
         out = []
         for c in find_chains(program):
             score = max((d for h, d in refs if c.start <= h <= c.end + 1), default=None)
@@ -477,8 +478,8 @@ class Transpose(Transform):
         return replace(program, statements=_rewrite_accesses(program, fix), buffers=bufs)
 
     def propose(self, program: Program, result, instruction) -> list[TransformStep]:
-        return [self.step(f.depth, buffer=f.info["buffer"], perm=tuple(f.info["perm"]))
-                for f in result.failures if f.kind == "layout"]
+        return [self.step(f.depth, buffer=f.detail.buffer, perm=f.detail.perm)
+                for f in result.failures if isinstance(f.detail, LayoutMismatch)]
 
 
 # --------------------------------------------------------------------------- split / fuse
@@ -525,10 +526,9 @@ class Split(Transform):
         out = []
         sizes = sorted({e for e in instruction.sizes.values() if e})
         for f in result.failures:
-            comp = f.info.get("competing")
-            if f.kind != "role" or not comp:
+            if not isinstance(f.detail, CompetingAxes):
                 continue
-            for y in sorted({y for ys in comp.values() for y in ys}):
+            for y in sorted({y for ys in f.detail.candidates.values() for y in ys}):
                 ext = program.extent(y) or 0
                 out += [self.step(f.depth, axis=y, factor=n) for n in sizes if 1 < n < ext and ext % n == 0]
         return out
@@ -627,11 +627,11 @@ class Fuse(Transform):
     def propose(self, program: Program, result, instruction) -> list[TransformStep]:
         out = []
         for f in result.failures:
-            if f.kind != "extent":
+            if not isinstance(f.detail, ExtentMisfit):
                 continue
-            stmts = f.info.get("statements", ())
-            axes = program.ordered(set().union(*(program.statements[h].axes for h in stmts)))
-            for x, y, n, e in f.info["axes"]:
+            axes = program.ordered(set().union(*(program.statements[h].axes for h in f.statements)))
+            for bad in f.detail.axes:
+                y, n, e = bad.hay_axis, bad.needle_extent, bad.hay_extent
                 for z in axes:
                     if z == y or (e * (program.extent(z) or 0)) % n:
                         continue
@@ -721,23 +721,28 @@ class Pad(Transform):
         out = []
         cheapest: dict[tuple, tuple[float, object]] = {}  # statements -> least padded misfit
         for f in result.failures:
-            if f.kind != "extent":
+            if not isinstance(f.detail, ExtentMisfit):
                 continue
-            sizes = tuple((y, int(math.ceil(e / n) * n)) for x, y, n, e in f.info["axes"])
-            out.append(self.step(f.depth, sizes=sizes))
-            growth = math.prod(math.ceil(e / n) * n / e for x, y, n, e in f.info["axes"])
-            key = tuple(f.info.get("statements", ()))
+            misfits = f.detail.axes
+            out.append(self.step(f.depth, sizes=tuple((b.hay_axis, _round_up(b.hay_extent, b.needle_extent))
+                                                      for b in misfits)))
+            growth = math.prod(_round_up(b.hay_extent, b.needle_extent) / b.hay_extent for b in misfits)
+            key = f.statements
             if key not in cheapest or growth < cheapest[key][0]:
                 cheapest[key] = (growth, f)
         if len(cheapest) > 1:  # one step that fits the cheapest misfit of every statement group
             need: dict[str, int] = {}
             for _, f in cheapest.values():
-                for x, y, n, e in f.info["axes"]:
-                    need[y] = math.lcm(need.get(y, 1), n)
+                for b in f.detail.axes:
+                    need[b.hay_axis] = math.lcm(need.get(b.hay_axis, 1), b.needle_extent)
             sizes = tuple((y, int(math.ceil(program.extent(y) / m) * m)) for y, m in need.items())
             top = max(f.depth for _, f in cheapest.values())
             out.insert(0, self.step(top + 0.5, sizes=sizes))
         return out
+
+
+def _round_up(extent: int, multiple: int) -> int:
+    return int(math.ceil(extent / multiple) * multiple)
 
 
 # --------------------------------------------------------------------------- insert unit dim
@@ -767,8 +772,8 @@ class InsertUnitDim(Transform):
     def propose(self, program: Program, result, instruction) -> list[TransformStep]:
         out = []
         for f in result.failures:
-            if f.kind == "role" and f.info.get("hay_buffers"):
-                out.append(self.step(f.depth, buffers=tuple(f.info["hay_buffers"])))
+            if isinstance(f.detail, MissingAxisRole) and f.detail.hay_buffers:
+                out.append(self.step(f.depth, buffers=f.detail.hay_buffers))
         return out
 
 

@@ -14,8 +14,12 @@ import tvm
 from tvm import te
 
 from tensorize import (
+    FailureKind,
     ISA,
+    LayoutMismatch,
+    MissingAxisRole,
     NoMappingError,
+    OpMismatch,
     Program,
     find_mappings,
     get_isa,
@@ -141,7 +145,7 @@ def test_conv1d_listing5_maps_to_listing6():
     listing6 = maps[(("i", "i"), ("j", "ko"), ("k", "ki"))]
     assert listing6.listing() == LISTING6
     assert listing6.outer_axes == ("x", "d") and listing6.calls == 32 * 3
-    assert any(f.kind == "extent" and "d=3" in f.message for f in res.failures)  # k -> d does not fit
+    assert any(f.kind is FailureKind.EXTENT and "d=3" in f.message for f in res.failures)  # k -> d does not fit
     small = parse_isamir(LISTING5, extents=dict(i=16, x=16, d=3, ki=16, ko=16))
     assert_sound(map_instruction(small, X86["matmul_16x16x16"]).mappings, small)
 
@@ -192,7 +196,8 @@ def test_depthwise_conv_maps_to_the_conv1d_instruction_where_tvm_finds_none():
     # no matmul mapping without transformations: no axis plays the matmul's j
     res = map_instruction(p, X86["matmul_16x16x16"])
     assert not res.mappings
-    assert any(f.kind == "role" and "'j'" in f.message and "but not X" in f.message for f in res.failures)
+    role = [f for f in res.failures if isinstance(f.detail, MissingAxisRole) and f.detail.needle_axis == "j"]
+    assert role and all(f.kind is FailureKind.ROLE for f in role) and "but not X" in role[0].message
     assert tvm_auto_mappings(depthwise_args(), "Y", X86["matmul_16x16x16"]) is None
 
 
@@ -209,9 +214,10 @@ def test_separable_conv_fails_with_the_papers_reason():
                      extents=dict(b=1, i=16, j=16, k=16, di=3, dj=3, q=16, r=2))
     res = map_instruction(p, X86["matmul_16x16x16"])
     assert not res.mappings
-    op = [f for f in res.failures if f.kind == "op" and f.needle_stmt == 2 and f.hay_stmt == 3]
+    op = [f for f in res.failures if f.kind is FailureKind.OP and f.needle_stmt == 2 and f.hay_stmt == 3]
+    assert op and op[0].detail == OpMismatch("+=", "*=")
     assert op and "needle `C[i][j] += tmp[i][j][k]` is '+='" in op[0].message and "is '*='" in op[0].message
-    assert res.deepest(1)[0].kind == "dataflow"  # skipping the extra factor breaks the temp's dataflow
+    assert res.deepest(1)[0].kind is FailureKind.DATAFLOW  # skipping the extra factor breaks the temp's dataflow
 
 
 def test_strict_layout_names_the_transpose_needed():
@@ -220,8 +226,8 @@ def test_strict_layout_names_the_transpose_needed():
     D = te.compute((32, 32), lambda i, j: te.sum(X[i, k] * W[j, k], axis=k), name="D")
     res = map_instruction(to_isamir([X, W, D]), X86["matmul_16x16x16"], strict_layout=True)
     assert not res.mappings
-    (lay,) = [f for f in res.failures if f.kind == "layout"]
-    assert lay.info["buffer"] == "W" and lay.info["perm"] == (1, 0) and "transpose(W, (1, 0))" in lay.message
+    (lay,) = [f for f in res.failures if f.kind is FailureKind.LAYOUT]
+    assert lay.detail == LayoutMismatch("W", (1, 0)) and "transpose(W, (1, 0))" in lay.message
 
 
 def test_uncovered_kernel_raises_mapping_error_with_reasons():
@@ -230,7 +236,7 @@ def test_uncovered_kernel_raises_mapping_error_with_reasons():
     with pytest.raises(NoMappingError, match="no mapping") as e:
         find_mappings(L, "x86")
     assert isinstance(e.value, MappingError) and e.value.reasons
-    assert any(r.kind == "op" and "log" in r.message for r in e.value.reasons)
+    assert any(r.kind is FailureKind.OP and "log" in r.message for r in e.value.reasons)
     with pytest.raises(NoMappingError):
         find_mappings(matmul_args(), "x86", kinds=["conv1d"])
     with pytest.raises(ConfigError, match="unknown ISA"):

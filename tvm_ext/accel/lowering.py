@@ -183,13 +183,15 @@ def _extent_repairs(program, instruction) -> list[dict[str, int]]:
     """Axis paddings after which ``instruction`` maps (``{}``: it maps as is), from the mapper's failures."""
     import math
 
+    from tensorize.feedback import ExtentMisfit
     from tensorize.mapper import map_instruction
 
     res = map_instruction(program, instruction)
     out = [{}] if res.mappings else []
     for f in res.failures:
-        if f.kind == "extent":
-            sizes = {y: int(math.ceil(he / ne) * ne) for _, y, ne, he in f.info["axes"]}
+        if isinstance(f.detail, ExtentMisfit):
+            sizes = {m.hay_axis: int(math.ceil(m.hay_extent / m.needle_extent) * m.needle_extent)
+                     for m in f.detail.axes}
             if sizes not in out:
                 out.append(sizes)
     return out

@@ -17,9 +17,10 @@ Example file::
         return [A, B, te.compute((64, 48), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")]
 
 ``--json`` prints ``mappings`` (each with ``instruction``, ``axis_map``,
-``transforms``, ...), ``selected`` (the mapping chosen per block) and
-``tvm_auto_tensorize_found`` (whether TVM's ``get_auto_tensorize_mapping_info``
-finds a mapping of the same kernel onto the selected instruction).
+``transforms`` as text and their ``transform_names``, ...), ``selected`` (the
+mapping chosen per block) and ``tvm_auto_tensorize_found`` (whether TVM's
+``get_auto_tensorize_mapping_info`` finds a mapping of the same kernel onto
+the selected instruction).
 """
 from __future__ import annotations
 
@@ -135,6 +136,7 @@ def _entry(m) -> dict[str, Any]:
         "instruction": m.instruction.name,
         "axis_map": dict(m.axis_map),
         "transforms": [str(t) for t in m.transforms],
+        "transform_names": [t.transform for t in m.transforms],
         "outer_axes": list(m.outer_axes),
         "tile": {k: int(v) for k, v in m.tile.items()},
         "calls": real_calls(m),
