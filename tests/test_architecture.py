@@ -162,7 +162,6 @@ LONG_MODULES: dict[str, str] = {
 #: "module:function" -> why it may exceed MAX_FUNCTION_LINES.
 LONG_FUNCTIONS: dict[str, str] = {
     "tvm_ext.accel.timing:run": "the simulator's hot loop: locals bound once, no calls per instruction",
-    "tvm_ext.accel.scheduler:_tile": "mixes placement, time estimation, invalidation, eviction; split pending",
     "tvm_ext.compile_steps.sparse_offload:_make_mutator": "a Relax mutator class defined in a function "
                                                           "(TVM loads lazily); its methods are short",
     "schedules.fusion.kernels:_spmm_consumer": "builds one RowConsumer from four nested closures; not split yet",

@@ -568,30 +568,53 @@ class Scheduler:
 
     # -- one tile -----------------------------------------------------------------
     def _tile(self, pos: int, t: int) -> None:
-        st = self.state
+        """Dry-run tile ``t`` at position ``pos`` of the order: pick its unit, make its operands
+        coherent, place them, record the compute, advance the estimate clock, invalidate the
+        copies its writes made stale and move every operand's next-use cursor."""
         call = self._tile_call[t]
         modes = self.call_modes[call]
         pieces = self._tile_pieces[t]
+        dev, cycles = self._device_for(t, call)
+        self._retire_overlaps(pieces, modes)  # coherence before anything moves
+        where = self._place_operands(dev, call, pieces, modes)
+        self.stream.compute(dev, call, [(where[p][1], p) for p in pieces], cycles, t)
+        self._advance_clock(dev, pieces, modes, where, cycles, pos)
+        self._invalidate_others(dev, pieces, modes, where)
+        self._advance_uses(pieces, pos)
+        self.pinned.clear()
+
+    # The steps below run once per tile, the scheduler's hot path: each binds the
+    # attributes it reads to locals once and loops over the few operands inline.
+    def _device_for(self, t: int, call: int) -> tuple[int, float]:
+        """The unit that runs tile ``t`` (the approach picks among several) and its cycles there."""
         units = self.call_units[call]
         dev = units[0] if len(units) == 1 else self.approach.device(self, t, units)
         cycles = self.call_cycles[call].get(dev)
         if cycles is None:
             raise ScheduleError(f"approach {self.approach.name}: device {dev} cannot run tile {t}")
+        return dev, cycles
+
+    def _retire_overlaps(self, pieces: tuple, modes: tuple) -> None:
+        """Every piece overlapping one the tile writes gives up its copies (written back if dirty)."""
         overlaps = self.pieces.overlaps
-        for p, mode in zip(pieces, modes):  # coherence before anything moves
+        for p, mode in zip(pieces, modes):
             if mode != "r" and overlaps[p]:
                 for q in overlaps[p]:
                     self._retire(q)
+
+    def _place_operands(self, dev: int, call: int, pieces: tuple, modes: tuple) -> dict[int, tuple[int, int]]:
+        """piece -> (memory, slot) of every operand next to unit ``dev``: copies already there
+        first, then the rest brought (or, for outputs, allocated) where the approach says,
+        under each memory's operand-count rules.  The chosen slots are pinned."""
         acc = self.dev_mems[dev]
         distinct = self.dev_distinct[dev]
         max_ops = self.mem_max_ops
         count: dict[int, int] = {}
-        where: dict[int, tuple[int, int]] = {}  # piece -> (mem, slot) for this instruction
+        where: dict[int, tuple[int, int]] = {}
         pinned = self.pinned
         pinned.clear()
-        copies = st.copies
-        # pass 1: operands already next to the unit
-        for p, mode in zip(pieces, modes):
+        copies = self.state.copies
+        for p, mode in zip(pieces, modes):  # operands already next to the unit
             if mode == "w" or p in where:
                 continue
             for m, s in copies[p].items():
@@ -603,34 +626,39 @@ class Scheduler:
                         pinned.add(s)
                         self.stats["reuses"] += 1
                         break
-        # pass 2: bring the others
-        for p, mode in zip(pieces, modes):
+        for p, mode in zip(pieces, modes):  # bring the others
             if p in where:
                 continue
             allowed = [m for m in acc if count.get(m, 0) < max_ops[m] and not (distinct and count.get(m, 0))]
             if not allowed:
                 raise ConfigError(f"unit {self.system.devices[dev]} cannot place the {len(pieces)} operands of "
                                   f"{self.tiles.calls[call].instruction.name} under its memories' rules")
-            if mode == "w":
-                reuse = [m for m in copies[p] if m in allowed]
-                if reuse:
-                    m = reuse[0]
-                    s = copies[p][m]
-                else:
-                    m = allowed[0] if len(allowed) == 1 else self.approach.destination(self, p, allowed)
-                    if m not in allowed:
-                        raise ScheduleError(f"approach {self.approach.name}: destination {m} is not allowed")
-                    s = self._alloc(m, self.pieces.nbytes[p])
-                    st.add_copy(p, m, s)
-            else:
-                m = allowed[0] if len(allowed) == 1 else self.approach.destination(self, p, allowed)
-                if m not in allowed:
-                    raise ScheduleError(f"approach {self.approach.name}: destination {m} is not allowed")
-                s = self._bring(p, m)
+            m, s = self._operand_slot(p, mode, allowed)
             where[p] = (m, s)
             count[m] = count.get(m, 0) + 1
             pinned.add(s)
-        self.stream.compute(dev, call, [(where[p][1], p) for p in pieces], cycles, t)
+        return where
+
+    def _operand_slot(self, p: int, mode: str, allowed: list[int]) -> tuple[int, int]:
+        """(memory, slot) for operand piece ``p`` among the ``allowed`` memories: an output reuses
+        a copy already there or gets a fresh slot; an input is brought to the chosen memory."""
+        copies = self.state.copies
+        if mode == "w":
+            reuse = [m for m in copies[p] if m in allowed]
+            if reuse:
+                return reuse[0], copies[p][reuse[0]]
+        m = allowed[0] if len(allowed) == 1 else self.approach.destination(self, p, allowed)
+        if m not in allowed:
+            raise ScheduleError(f"approach {self.approach.name}: destination {m} is not allowed")
+        if mode != "w":
+            return m, self._bring(p, m)
+        s = self._alloc(m, self.pieces.nbytes[p])
+        self.state.add_copy(p, m, s)
+        return m, s
+
+    def _advance_clock(self, dev: int, pieces: tuple, modes: tuple, where: dict, cycles: float, pos: int) -> None:
+        """The estimate clock: the compute starts on ``dev``'s channel once its inputs are ready
+        and its outputs' slots read; it marks outputs ready and inputs read at its end."""
         ch = self.est_chan[dev]
         start = ch[0]
         ready, read = self.est_ready, self.est_read
@@ -652,7 +680,13 @@ class Scheduler:
             last[where[p][1]] = pos
         self.load[dev] += cycles
         self.dom_load[self._dev_domain[dev]] += cycles
-        for p, mode in zip(pieces, modes):  # virtual invalidation of every other copy
+
+    def _invalidate_others(self, dev: int, pieces: tuple, modes: tuple, where: dict) -> None:
+        """Virtual invalidation: every copy of a written piece but the one just written is dropped;
+        the piece is dirty (its home is stale) and ``dev`` is its writer."""
+        st = self.state
+        copies = st.copies
+        for p, mode in zip(pieces, modes):
             if mode != "r":
                 m = where[p][0]
                 if len(copies[p]) > 1:
@@ -661,7 +695,11 @@ class Scheduler:
                         self.stats["invalidations"] += 1
                 st.dirty[p] = 1
                 self.piece_writer[p] = dev
+
+    def _advance_uses(self, pieces: tuple, pos: int) -> None:
+        """Move each operand's next-use cursor past ``pos`` and refresh its copies' eviction keys."""
         cur, ptr, upos = self.cursor, self.use_ptr, self.use_pos
+        copies = self.state.copies
         note = self._note
         for p in (pieces if len(pieces) == len(set(pieces)) else set(pieces)):
             c = cur[p]
@@ -671,7 +709,6 @@ class Scheduler:
             cur[p] = c
             for m, s in copies[p].items():  # next use and dirtiness changed: refresh the eviction keys
                 note(p, m, s)
-        pinned.clear()
 
     # -- movement -------------------------------------------------------------------
     def home_valid(self, p: int) -> bool:
