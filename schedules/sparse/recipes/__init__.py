@@ -1,0 +1,17 @@
+"""Sparse formats from transformation recipes: the executor is generated, not hand-written.
+
+The CSR loop nest is written once in TIR (:mod:`.nest`); the dissertation's
+transformations (:mod:`.steps`: make-dense, compact, compact-and-pad, tile,
+skew, shift, permute, normalize, known) rewrite it and, with the same
+parameters, the inspected iteration space; the executor-side schedule
+(:mod:`.schedule`) and the lowering (:mod:`.lower`) give the executor PrimFunc.
+
+>>> from schedules.sparse.recipes import RECIPES
+>>> sorted(RECIPES)
+['coo', 'csr', 'dia', 'ell']
+"""
+from schedules.sparse.recipes.library import RECIPES, coo_recipe, csr_recipe, dia_recipe, ell_recipe
+from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe, RecipeKernels, build_recipe_executor
+
+__all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor", "RECIPES",
+           "csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe"]

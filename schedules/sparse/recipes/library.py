@@ -1,0 +1,49 @@
+"""Format recipes (Venkat 2016 Table 9.1 / §5.3): each a few lines, inspector and executor both derived.
+
+>>> [r.name for r in (csr_recipe(), coo_recipe(), ell_recipe(), dia_recipe())]
+['csr', 'coo', 'ell', 'dia']
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from schedules.sparse.recipes.recipe import Recipe
+from schedules.sparse.recipes.schedule import Reorder, RowTile, Scatter
+from schedules.sparse.recipes.steps import (Compact, CompactAndPad, Known, MakeDense, Normalize, Permute,
+                                            Shift, Skew)
+
+__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "RECIPES"]
+
+
+def csr_recipe() -> Recipe:
+    """CSR (Listing 5.3): make-dense, then compact-and-pad the dense column loop."""
+    return Recipe("csr", (MakeDense(), CompactAndPad(("k",), identity=0)), (RowTile(),))
+
+
+def coo_recipe() -> Recipe:
+    """COO: make-dense, compact rows and columns jointly (one iteration per entry)."""
+    return Recipe("coo", (MakeDense(), Compact(("i", "k"))), (Scatter(),))
+
+
+def _longest_row(csr) -> int:
+    return int(np.diff(csr.indptr).max()) if csr.shape[0] else 0
+
+
+def ell_recipe() -> Recipe:
+    """ELL (Listing 5.16): normalise ``j`` to the row position, bound it by the width ``W``
+    (the longest row), compact-and-pad every row (padding: value 0, column 0)."""
+    return Recipe("ell", (Normalize("j"), Known("j", "W", _longest_row),
+                          CompactAndPad(("i",), identity={"data": 0, "col": 0}, arrays=("data", "col"),
+                                        keep_empty=True)), (RowTile(),))
+
+
+def dia_recipe() -> Recipe:
+    """DIA (Listing 5.13): make-dense, skew ``k`` by ``-i`` into diagonals, shift by ``M - 1``,
+    diagonal-major, compact-and-pad the diagonals; the executor reorders the row outermost."""
+    return Recipe("dia", (MakeDense(), Skew("k", "i", -1, name="d"), Shift("d", lambda m, k: m - 1),
+                          Permute(("d", "i")), CompactAndPad(("d",), identity=0)),
+                  (Reorder(("i", "p")), RowTile()))
+
+
+#: Recipe factories by format name.
+RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "dia": dia_recipe}

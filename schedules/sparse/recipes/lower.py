@@ -1,0 +1,502 @@
+"""Lower a transformed :class:`~.nest.SparseNest` to a TIR PrimFunc with TVM's IR builder.
+
+Every executor takes the executors' contract (see
+:mod:`schedules.sparse.executors.spec`): ``(*format arrays, [part], B, C_in,
+C_out, alpha, beta)`` and computes ``C_out = alpha * A @ B + beta * C_in``.
+
+* :func:`naive_primfunc`: the nest as written (every guard kept, each placed
+  at the shallowest loop that binds its variables); executable for any state
+  of a recipe, make-dense without compaction included.
+* :func:`row_tile_primfunc`: the nest whose outermost loop is the output row,
+  with the micro-kernel schedule of :class:`~.schedule.MicroKernel`: rows in
+  ``T.parallel`` parts, one ``T.sblock`` per (row, column tile), the tile's
+  accumulators in registers across every inner loop, the innermost loop's
+  iterations interleaved over independent partial sums, ``C`` written once.
+* :func:`scatter_primfunc`: nests whose output row is data (COO): ``C_out``
+  scaled first, then each entry's vector update; parallel over row-aligned
+  chunks when entries are row-sorted.
+
+>>> from schedules.sparse.recipes.nest import csr_loop_nest, nest_from_primfunc
+>>> "T.prim_func" in naive_primfunc(nest_from_primfunc(csr_loop_nest())).script()
+True
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, subst
+from tvm_ext.errors import ScheduleError
+
+__all__ = ["naive_primfunc", "row_tile_primfunc", "scatter_primfunc", "dense_operands",
+           "simplify_guards", "is_row_tile"]
+
+#: Tier widths below this use a masked serial remainder (mirrors the text executors).
+MIN_LANES = 4
+
+
+def _const(v, dtype):
+    from tvm import tirx
+
+    return tirx.const(v, dtype)
+
+
+def dense_operands(nest: SparseNest):
+    """``B``, ``C_in``, ``C_out`` buffers (element-aligned: numpy arrays arrive through DLPack)."""
+    import numpy as np
+    from tvm import tirx
+
+    M, K = nest.sizes["M"], nest.sizes["K"]
+    align = np.dtype(nest.dtype).itemsize
+    if nest.kind == "spmm":
+        N = nest.sizes["N"] if "N" in nest.sizes else tirx.Var("N", "int32")
+        b, c = (K, N), (M, N)
+    else:
+        N = None
+        b, c = (K,), (M,)
+    B = tirx.decl_buffer(b, nest.dtype, "B", data_alignment=align)
+    C_in = tirx.decl_buffer(c, nest.dtype, "C_in", data_alignment=align)
+    C_out = tirx.decl_buffer(c, nest.dtype, "C_out", data_alignment=align)
+    return N, B, C_in, C_out
+
+
+def simplify_guards(nest: SparseNest, guards: Sequence) -> list:
+    """Guards simplified knowing every size is non-negative and each loop's range; true ones dropped."""
+    import tvm
+
+    ana = tvm.sym.Analyzer()
+    for v in nest.sizes.values():
+        ana.update(v, tvm.sym.ConstIntBound(0, (1 << 31) - 1))
+    for lv in nest.levels:
+        lo = ana.const_int_bound(lv.lo)
+        hi = ana.const_int_bound(lv.hi)
+        ana.update(lv.var, tvm.sym.ConstIntBound(lo.min_value, max(hi.max_value - 1, lo.min_value)))
+    out = []
+    for g in guards:
+        g = ana.simplify(g)
+        if hasattr(g, "value") and int(g.value) == 1:
+            continue
+        out.append(g)
+    return out
+
+
+def _all(conds):
+    from tvm import tirx
+
+    out = None
+    for c in conds:
+        out = c if out is None else tirx.And(out, c)
+    return out
+
+
+class _Func:
+    """IR-builder context for one PrimFunc of the executor contract."""
+
+    def __init__(self, nest: SparseNest, name: str, extra: Sequence = ()):
+        from tvm import tirx
+        from tvm.script.ir_builder import IRBuilder
+        from tvm.script.ir_builder import tirx as T
+
+        self.T, self.IRBuilder = T, IRBuilder
+        self.nest = nest
+        self.N, self.B, self.C_in, self.C_out = dense_operands(nest)
+        self.alpha = tirx.Var("alpha", nest.dtype)
+        self.beta = tirx.Var("beta", nest.dtype)
+        self.params = list(nest.buffers.values()) + list(extra) + [self.B, self.C_in, self.C_out]
+        self.name = name
+        self.ib = IRBuilder()
+
+    def __enter__(self):
+        T = self.T
+        self.ib.__enter__()
+        self._pf = T.prim_func(s_tir=True)
+        self._pf.__enter__()
+        T.func_name(self.name)
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        for b in self.params:
+            T.arg(b.name, b)
+        T.arg("alpha", self.alpha)
+        T.arg("beta", self.beta)
+        return self
+
+    def __exit__(self, *exc):
+        self._pf.__exit__(*exc)
+        self.ib.__exit__(*exc)
+
+    def get(self):
+        return self.ib.get()
+
+    def loop(self, kind: str, lo, hi, name: str):
+        T = self.T
+        frame = {"serial": T.serial, "parallel": T.parallel, "unroll": T.unroll,
+                 "vectorized": T.vectorized}[kind](lo, hi)
+        return _Named(frame, name, self.IRBuilder)
+
+    def store(self, buf, value, indices):
+        self.T.buffer_store(buf, value, list(indices))
+
+    def c(self, buf, row, col):
+        return buf[row, col] if self.nest.kind == "spmm" else buf[row]
+
+
+class _Named:
+    def __init__(self, frame, name, ib):
+        self.frame, self.name, self.ib = frame, name, ib
+
+    def __enter__(self):
+        v = self.frame.__enter__()
+        self.ib.name(self.name, v)
+        return v
+
+    def __exit__(self, *exc):
+        return self.frame.__exit__(*exc)
+
+
+def _if(T, cond):
+    """``with _if(T, cond):`` (``cond`` None: no branch)."""
+    from contextlib import contextmanager
+
+    @contextmanager
+    def cm():
+        if cond is None:
+            yield
+            return
+        with T.If(cond):
+            with T.Then():
+                yield
+    return cm()
+
+
+def _emit_levels(f: _Func, levels: Sequence[Level], guards: Sequence, vmap: dict,
+                 body: Callable[[dict], None]) -> None:
+    """Loops over ``levels`` (renamed through ``vmap``) with each guard at its shallowest loop."""
+    pending = list(guards)
+
+    def ready(bound: set) -> list:
+        out = [g for g in pending if all(v in bound for v in free_vars(g) if v not in sizes)]
+        for g in out:
+            pending.remove(g)
+        return out
+
+    sizes = set(f.nest.sizes.values())
+    bound = set(vmap)
+
+    def rec(at: int):
+        here = ready(bound)
+        cond = _all(subst(g, vmap) for g in here)
+        with _if(f.T, cond):
+            if at == len(levels):
+                body(vmap)
+                return
+            lv = levels[at]
+            with f.loop("serial", subst(lv.lo, vmap), subst(lv.hi, vmap), lv.name) as v:
+                vmap[lv.var] = v
+                bound.add(lv.var)
+                rec(at + 1)
+    rec(0)
+    if pending:
+        raise ScheduleError(f"lowering: guards {pending} read variables no loop binds")
+
+
+def naive_primfunc(nest: SparseNest):
+    """The nest as a PrimFunc, loops and guards as written (no schedule).
+
+    ``C_out = beta * C_in`` first, then ``C_out[row] += alpha * value * B[col]``
+    at every guarded iteration.
+    """
+    name = "recipe_" + nest.kind
+    with _Func(nest, name) as f:
+        M = nest.sizes["M"]
+        with f.loop("serial", 0, M, "r") as r:
+            def scale(col):
+                f.store(f.C_out, f.beta * f.c(f.C_in, r, col), [r, col] if col is not None else [r])
+            if nest.kind == "spmm":
+                with f.loop("serial", 0, f.N, "n") as n:
+                    scale(n)
+            else:
+                scale(None)
+
+        def body(vmap):
+            row, col, val = (subst(e, vmap) for e in (nest.row, nest.col, nest.value))
+
+            def upd(n):
+                idx = [row, n] if n is not None else [row]
+                f.store(f.C_out, f.c(f.C_out, row, n) + f.alpha * val * f.c(f.B, col, n), idx)
+            if nest.kind == "spmm":
+                with f.loop("serial", 0, f.N, "n") as n:
+                    upd(n)
+            else:
+                upd(None)
+        _emit_levels(f, nest.levels, simplify_guards(nest, nest.guards), {}, body)
+    return f.get()
+
+
+# ----------------------------------------------------------------------------- column tiers
+
+class _Tier:
+    """A group of output columns handled by one block (see ``executors.tiles``)."""
+
+    def __init__(self, suffix, count, base, unroll, lanes, mask=None, cond=None):
+        self.suffix, self.count, self.base = suffix, count, base
+        self.unroll, self.lanes, self.mask, self.cond = unroll, lanes, mask, cond
+
+    @property
+    def width(self):
+        return self.unroll * self.lanes
+
+
+def _tiers(N, lanes: int, unroll: int, spmv: bool) -> list[_Tier]:
+    """Full tiles of ``unroll*lanes`` columns, then single vectors, halving vectors and a
+    masked remainder, so one kernel serves every ``N``."""
+    from tvm import tirx
+
+    if spmv:
+        return [_Tier("", None, None, 1, 1)]
+    w = lanes * unroll
+    tiers = [_Tier("", tirx.FloorDiv(N, w), lambda vj: vj * w, unroll, lanes)]
+    if unroll > 1:
+        tiers.append(_Tier("_vec", tirx.FloorDiv(tirx.FloorMod(N, w), lanes),
+                           lambda vj: tirx.FloorDiv(N, w) * w + vj * lanes, 1, lanes))
+    half = lanes // 2
+    min_lanes = max(1, min(MIN_LANES, lanes))
+    while half >= min_lanes:
+        h2 = 2 * half
+        tiers.append(_Tier(f"_v{half}", None, lambda vj, h2=h2: N - tirx.FloorMod(N, h2), 1, half,
+                           cond=tirx.FloorMod(N, h2) >= half))
+        half //= 2
+    last = 2 * half if 2 * half <= lanes else lanes
+    if last > 1:
+        tiers.append(_Tier("_rem", None, lambda vj, last=last: N - tirx.FloorMod(N, last), 1, last,
+                           mask=tirx.FloorMod(N, last), cond=tirx.FloorMod(N, last) != 0))
+    return tiers
+
+
+def _lanes(f: _Func, tier: _Tier, stmt: Callable) -> None:
+    """Run ``stmt(lane)`` over the tier's lanes: unrolled vectors, vectorised, or masked."""
+    T = f.T
+    if tier.count is None and tier.base is None:          # SpMV: one scalar lane
+        stmt(0)
+        return
+
+    def inner(u):
+        kind = "serial" if tier.mask is not None else "vectorized"
+        with f.loop(kind, 0, tier.lanes, "jj") as jj:
+            lane = jj if u is None else u * tier.lanes + jj
+            with _if(T, None if tier.mask is None else jj < tier.mask):
+                stmt(lane)
+    if tier.unroll > 1:
+        with f.loop("unroll", 0, tier.unroll, "u") as u:
+            inner(u)
+    else:
+        inner(None)
+
+
+def is_row_tile(nest: SparseNest) -> bool:
+    """Whether the outermost loop is the output row over ``[0, M)`` (the row-tile form)."""
+    if not nest.levels:
+        return False
+    lv = nest.levels[0]
+    import tvm
+
+    ana = tvm.sym.Analyzer()
+    return (not lv.existential and nest.row.same_as(lv.var) and ana.can_prove_equal(lv.lo, 0)
+            and ana.can_prove_equal(lv.hi, nest.sizes["M"]))
+
+
+def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
+    """The register-blocked row-tile executor of ``nest`` under micro-kernel ``kernel``.
+
+    Returns ``(PrimFunc, uses_part)``; with ``kernel.parallel`` the kernel
+    takes a ``part`` array of row boundaries after the format arrays.
+    """
+    from tvm import tirx
+
+    if not is_row_tile(nest):
+        raise ScheduleError("row_tile: the outermost loop must be the output row over [0, M); "
+                            f"reorder the loops first (outermost is {nest.levels[0].name if nest.levels else None}, "
+                            f"row is {nest.row})")
+    row_level, inner = nest.levels[0], nest.levels[1:]
+    M = nest.sizes["M"]
+    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if kernel.parallel else None
+    guards = simplify_guards(nest, nest.guards)
+    spmv = nest.kind == "spmv"
+    with _Func(nest, f"recipe_row_{nest.kind}", [part] if part is not None else []) as f:
+        T = f.T
+        tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
+
+        def row_body(i):
+            for tier in tiers:
+                chains = kernel.chains(tier.unroll, spmv)
+                _row_block(f, nest, tier, chains, i, row_level, inner, guards)
+
+        if kernel.parallel:
+            NP = part.shape[0]
+            with f.loop("parallel", 0, NP - 1, "t") as t:
+                with f.loop("serial", part[t], part[t + 1], "i") as i:
+                    row_body(i)
+        else:
+            with f.loop("serial", 0, M, "i") as i:
+                row_body(i)
+    return f.get(), part is not None
+
+
+def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, row_level: Level,
+               inner: Sequence[Level], guards: Sequence) -> None:
+    from contextlib import ExitStack
+
+    T = f.T
+    dtype = nest.dtype
+    M = nest.sizes["M"]
+    with ExitStack() as stack:
+        vj = None
+        if tier.cond is not None:
+            stack.enter_context(_if(T, tier.cond))
+        if tier.count is not None:
+            jo = stack.enter_context(f.loop("serial", 0, tier.count, "jo"))
+        stack.enter_context(T.sblock(f"row{tier.suffix}"))
+        vi = T.axis.spatial(M, i)
+        f.IRBuilder.name("vi", vi)
+        if tier.count is not None:
+            vj = T.axis.spatial(tier.count, jo)
+            f.IRBuilder.name("vj", vj)
+        base = None if tier.base is None else tier.base(vj)
+        acc = T.sblock_alloc_buffer((chains, tier.width), dtype, scope="local")
+        f.IRBuilder.name("acc", acc)
+
+        def col(lane):
+            return None if base is None else base + lane
+
+        def zero(c):
+            _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [c, lane]))
+        if chains > 1:
+            with f.loop("unroll", 0, chains, "r") as r:
+                zero(r)
+        else:
+            zero(0)
+
+        def fma(vmap, chain):
+            val, b_row = subst(nest.value, vmap), subst(nest.col, vmap)
+            _lanes(f, tier, lambda lane: f.store(
+                acc, acc[chain, lane] + val * f.c(f.B, b_row, col(lane)), [chain, lane]))
+
+        _reduce(f, nest, inner, guards, {row_level.var: vi}, chains, fma)
+        if chains > 1:
+            with f.loop("unroll", 0, chains - 1, "k") as k:
+                _lanes(f, tier, lambda lane: f.store(acc, acc[0, lane] + acc[k + 1, lane], [0, lane]))
+
+        def write(with_beta):
+            def one(lane):
+                rhs = f.alpha * acc[0, lane]
+                if with_beta:
+                    rhs = rhs + f.beta * f.c(f.C_in, vi, col(lane))
+                f.store(f.C_out, rhs, [vi, col(lane)] if not nest.kind == "spmv" else [vi])
+            _lanes(f, tier, one)
+        with T.If(f.beta == _const(0, dtype)):
+            with T.Then():
+                write(False)
+            with T.Else():
+                write(True)
+
+
+def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequence, vmap: dict,
+            chains: int, fma: Callable) -> None:
+    """The reduction loops; the innermost one's iterations go round-robin to ``chains`` sets."""
+    if not levels:
+        _guarded(f, guards, vmap, lambda: fma(vmap, 0))
+        return
+    outer, last = levels[:-1], levels[-1]
+    outer_guards = [g for g in guards if not any(v.same_as(last.var) for v in free_vars(g))]
+    last_guards = [g for g in guards if g not in outer_guards]
+
+    def innermost(vm):
+        lo, hi = subst(last.lo, vm), subst(last.hi, vm)
+        if chains == 1:
+            with f.loop("serial", lo, hi, last.name) as v:
+                vm2 = dict(vm, **{})
+                vm2[last.var] = v
+                _guarded(f, last_guards, vm2, lambda: fma(vm2, 0))
+            return
+        length = hi - lo
+        with f.loop("serial", 0, length // chains, "q") as q:
+            with f.loop("unroll", 0, chains, "c") as c:
+                vm2 = dict(vm)
+                vm2[last.var] = lo + q * chains + c
+                _guarded(f, last_guards, vm2, lambda: fma(vm2, c))
+        with f.loop("serial", lo + length // chains * chains, hi, last.name) as v:
+            vm3 = dict(vm)
+            vm3[last.var] = v
+            _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
+
+    _emit_levels_then(f, outer, outer_guards, vmap, innermost)
+
+
+def _emit_levels_then(f, levels, guards, vmap, body):
+    _emit_levels(f, levels, guards, dict(vmap), body)
+
+
+def _guarded(f: _Func, guards: Sequence, vmap: dict, body: Callable[[], None]) -> None:
+    cond = _all(subst(g, vmap) for g in guards)
+    with _if(f.T, cond):
+        body()
+
+
+# ----------------------------------------------------------------------------- scatter
+
+def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
+    """Scale ``C_out``, then add each entry's ``value * B[col, :]`` into its row.
+
+    With ``kernel.parallel`` and ``row_sorted`` (the outermost loop runs over
+    row-sorted entries) the entries are cut into row-aligned chunks
+    (``part``), one ``T.parallel`` iteration each.  Returns ``(PrimFunc, uses_part)``.
+    """
+    from tvm import tirx
+
+    parallel = bool(kernel.parallel and row_sorted and nest.levels)
+    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if parallel else None
+    guards = simplify_guards(nest, nest.guards)
+    spmv = nest.kind == "spmv"
+    M = nest.sizes["M"]
+    with _Func(nest, f"recipe_scatter_{nest.kind}", [part] if part is not None else []) as f:
+        T = f.T
+        tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
+        loop_kind = "parallel" if kernel.parallel else "serial"
+        with f.loop(loop_kind, 0, M, "r") as r:
+            with T.If(f.beta == _const(0, nest.dtype)):
+                with T.Then():
+                    _all_columns(f, tiers, lambda c: f.store(f.C_out, _const(0, nest.dtype),
+                                                             [r, c] if not spmv else [r]))
+                with T.Else():
+                    _all_columns(f, tiers, lambda c: f.store(
+                        f.C_out, f.beta * f.c(f.C_in, r, c), [r, c] if not spmv else [r]))
+
+        def update(vmap):
+            row, b_row, val = (subst(e, vmap) for e in (nest.row, nest.col, nest.value))
+            scaled = f.alpha * val
+            _all_columns(f, tiers, lambda c: f.store(
+                f.C_out, f.c(f.C_out, row, c) + scaled * f.c(f.B, b_row, c), [row, c] if not spmv else [row]))
+
+        if parallel:
+            first, rest = nest.levels[0], nest.levels[1:]
+            NP = part.shape[0]
+            with f.loop("parallel", 0, NP - 1, "t") as t:
+                with f.loop("serial", part[t], part[t + 1], first.name) as p:
+                    _emit_levels(f, rest, guards, {first.var: p}, update)
+        else:
+            _emit_levels(f, nest.levels, guards, {}, update)
+    return f.get(), part is not None
+
+
+def _all_columns(f: _Func, tiers: Sequence[_Tier], stmt: Callable) -> None:
+    """``stmt(col)`` for every column, tier by tier (block-less loops)."""
+    T = f.T
+    for tier in tiers:
+        if tier.count is None and tier.base is None:
+            stmt(None)
+            continue
+        with _if(T, tier.cond):
+            if tier.count is not None:
+                with f.loop("serial", 0, tier.count, "jo") as jo:
+                    base = tier.base(jo)
+                    _lanes(f, tier, lambda lane: stmt(base + lane))
+            else:
+                base = tier.base(None)
+                _lanes(f, tier, lambda lane: stmt(base + lane))

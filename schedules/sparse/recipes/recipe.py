@@ -1,0 +1,293 @@
+"""A recipe: transformation steps that yield a format's inspector *and* its executor.
+
+``Recipe(name, steps, schedule)`` applies its steps to two things:
+
+* the CSR loop nest in TIR (:func:`~.nest.csr_loop_nest`): the result,
+  after the executor-side ``schedule``, is lowered to the executor PrimFunc
+  (:meth:`Recipe.executor`);
+* the inspected iteration space of a matrix (:meth:`Recipe.inspect`): the
+  result is the format's arrays, named as the executor's parameters, plus
+  metadata (:class:`GeneratedFormat`).
+
+:func:`build_recipe_executor` compiles the executor once per signature
+through the library's :class:`~schedules.sparse.executors.executor.Executor`
+(same calling API as ``build_executor``).
+
+>>> from schedules.sparse.recipes.library import csr_recipe
+>>> print(csr_recipe())          # doctest: +NORMALIZE_WHITESPACE
+recipe csr: make_dense(j -> k) -> compact_and_pad(k, identity=0)
+schedule: parallel(row parts) -> tile_columns(N, lanes, unroll) -> interleave(innermost) -> vectorize(lanes)
+for i in range(0, M):
+    for p in range(offset[i], offset[i + 1]):
+        C[i, n] += a_data[p] * B[explicit_k[p], n]
+"""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+
+from schedules.sparse.executors.codegen import check_dtype
+from schedules.sparse.executors.partition import balanced_parts, row_aligned_chunks, uniform_parts
+from schedules.sparse.executors.spec import ExecParams, FormatKernels
+from schedules.sparse.recipes import lower
+from schedules.sparse.recipes.nest import SparseNest, csr_loop_nest, loads, nest_from_primfunc
+from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
+from schedules.sparse.recipes.steps import CompactAndPad, Step
+from tvm_ext.errors import InputError, ScheduleError
+
+__all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor"]
+
+_INT32_MAX = np.iinfo(np.int32).max
+
+
+@dataclass(frozen=True)
+class GeneratedFormat:
+    """A matrix in a recipe's format: ``arrays`` in executor-parameter order, and metadata.
+
+    ``meta`` holds the concrete sizes the arrays bind (``M``, ``K``, ``NC``,
+    ``W``...), the compaction's levels and the recipe's history.
+    """
+
+    name: str
+    shape: tuple[int, int]
+    arrays: Mapping[str, np.ndarray]
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def dtype(self) -> np.dtype:
+        return self.arrays["a_data"].dtype
+
+    @property
+    def nbytes(self) -> int:
+        return int(sum(a.nbytes for a in self.arrays.values()))
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """Transformation ``steps`` (inspector + executor) and an executor-side ``schedule``."""
+
+    name: str
+    steps: tuple
+    schedule: tuple = (RowTile(),)
+
+    # ------------------------------------------------------------------ executor side
+    def nest(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None) -> SparseNest:
+        """The loop nest after the steps (``upto``: only the first ``upto``) and the reorders."""
+        nest = nest_from_primfunc(csr_loop_nest(check_dtype(dtype), kind))
+        steps = self.steps if upto is None else self.steps[:upto]
+        for s in steps:
+            nest = s.on_nest(nest)
+        if upto is None:
+            for s in self.schedule:
+                if isinstance(s, Reorder):
+                    nest = s.on_nest(nest)
+        return nest
+
+    def _lowering(self):
+        for s in self.schedule:
+            if isinstance(s, (RowTile, Scatter)):
+                return s
+        return None
+
+    def executor(self, dtype: str = "float32", kind: str = "spmm", params: ExecParams | None = None,
+                 *, target: Any = None, n_cols: int | None = None):
+        """The executor PrimFunc (``params`` resolved like the hand-written executors')."""
+        dtype = check_dtype(dtype)
+        p = _resolve(params, dtype, kind, n_cols, target)
+        return self._primfunc(dtype, kind, p)[0]
+
+    def _primfunc(self, dtype, kind, params):
+        nest = self.nest(dtype, kind)
+        how = self._lowering()
+        if how is None:
+            return lower.naive_primfunc(nest), False
+        kernel = MicroKernel.from_params(params)
+        if isinstance(how, RowTile):
+            return lower.row_tile_primfunc(nest, kernel)
+        return lower.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest))
+
+    def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
+        """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""
+        return lower.naive_primfunc(self.nest(dtype, kind, upto=upto))
+
+    def tir_schedule(self, dtype: str = "float32", kind: str = "spmm"):
+        """A ``tvm.s_tir.Schedule`` of :meth:`naive_executor` for ordinary loop transformations."""
+        from tvm import s_tir
+
+        return s_tir.Schedule(self.naive_executor(dtype, kind))
+
+    # ------------------------------------------------------------------ inspector side
+    def inspect(self, A: Any, *, dtype: Any = None) -> GeneratedFormat:
+        """Run the steps on ``A``'s iteration space: the format's arrays and metadata."""
+        from schedules.sparse import transforms as tf
+        from tvm_ext.workloads.validation import canonical_csr
+
+        csr = canonical_csr(A, dtype=dtype)
+        nest = self.nest(csr.dtype.name, "spmm")
+        x: Any = tf.csr_space(csr)
+        for s in self.steps:
+            x = s.on_space(x, csr)
+        if not isinstance(x, tf.Compaction):
+            raise ScheduleError(f"recipe {self.name}: the last step must compact (compact or "
+                                "compact_and_pad) to give the format's arrays")
+        m, k = csr.shape
+        comp_meta = nest.meta.get("compaction", {})
+        arrays = {}
+        sizes = {"M": m, "K": k}
+        for name, buf in nest.buffers.items():
+            arrays[name] = _array(name, x, comp_meta, csr)
+        for name, buf in nest.buffers.items():
+            for dim, n in zip(buf.shape, arrays[name].shape):
+                if hasattr(dim, "name"):
+                    sizes.setdefault(dim.name, int(n))
+        for s in self.steps:
+            if hasattr(s, "bound") and s.size not in sizes:
+                sizes[s.size] = s.bound(csr)
+        return GeneratedFormat(self.name, (m, k), arrays,
+                               {"sizes": sizes, "compaction": comp_meta, "history": x.space.history})
+
+    # ------------------------------------------------------------------ display
+    def __str__(self) -> str:
+        steps = " -> ".join(s.label for s in self.steps)
+        sched = " -> ".join(s.label for s in self.schedule)
+        return f"recipe {self.name}: {steps}\nschedule: {sched}\n{self.nest()}"
+
+
+def _row_sorted(nest: SparseNest) -> bool:
+    """Whether the outermost loop runs over compacted entries sorted by the output row."""
+    comp = nest.meta.get("compaction", {})
+    levels = comp.get("levels", ())
+    if not levels or comp.get("outer") or not nest.levels:
+        return False
+    first = nest.buffers.get(f"explicit_{levels[0]}")
+    return first is not None and bool(loads(nest.row)) and loads(nest.row)[0].same_as(first) \
+        and nest.levels[0].name == "p"
+
+
+def _array(name: str, x, comp_meta, csr) -> np.ndarray:
+    """The inspector array that executor parameter ``name`` binds."""
+    if name == "offset":
+        return _int32(x.offset_index, name)
+    if name.startswith("explicit_"):
+        return _int32(x.explicit_index[name[len("explicit_"):]], name)
+    if name.startswith("a_"):
+        what = name[2:]
+        if hasattr(x, "a_prime") and what in x.a_prime:
+            a = x.a_prime[what]
+        elif what == "data":
+            a = x.space.values("data")          # compact: the col_inv data copy
+        else:
+            raise ScheduleError(f"inspector: no array for {name}")
+        if comp_meta.get("keep_empty"):
+            a = _fill_empty(x, a, what, comp_meta)
+        a = _int32(a, name) if what != "data" else np.ascontiguousarray(a)
+        return a
+    raise ScheduleError(f"inspector: no array for executor parameter {name!r}")
+
+
+def _fill_empty(x, a: np.ndarray, what: str, comp_meta) -> np.ndarray:
+    """compact-and-pad with ``keep_empty``: one block per iteration of the compacted loops."""
+    space = x.space
+    extents = [space.extent(lv) for lv in x.levels]
+    full = np.full((int(np.prod(extents)),) + a.shape[1:], comp_meta["identity"][what]
+                   if isinstance(comp_meta["identity"], dict) else comp_meta["identity"], dtype=a.dtype)
+    key = np.zeros(a.shape[0], dtype=np.int64)
+    for lv, ext in zip(x.levels, extents):
+        key = key * ext + (x.explicit_index[lv] - space.bounds[lv][0])
+    full[key] = a
+    return full.reshape(tuple(extents) + a.shape[1:])
+
+
+def _int32(a: np.ndarray, what: str) -> np.ndarray:
+    a = np.asarray(a)
+    if a.size and (int(a.max()) > _INT32_MAX or int(a.min()) < -_INT32_MAX):
+        raise InputError(f"{what}: values overflow the int32 the executor reads")
+    return np.ascontiguousarray(a, dtype=np.int32)
+
+
+def _resolve(params: ExecParams | None, dtype: str, kind: str, n_cols, target, work=None) -> ExecParams:
+    p = params or ExecParams()
+    if kind == "spmv" and p.unroll is None:
+        from schedules.sparse.executors.csr import SPMV_PARTIAL_SUMS
+
+        p = dataclasses.replace(p, unroll=SPMV_PARTIAL_SUMS)
+    return p.resolve(dtype, n_cols if kind == "spmm" else 1, target, work=work)
+
+
+class RecipeKernels(FormatKernels):
+    """The executor contract for a recipe's :class:`GeneratedFormat` (see ``executors.spec``)."""
+
+    params_cls = ExecParams
+
+    def __init__(self, recipe: Recipe):
+        self.recipe = recipe
+        self.format_name = recipe.name
+        self._parts: dict = {}
+
+    def check(self, fmt) -> None:
+        nest = self.recipe.nest(fmt.dtype.name)
+        missing = [n for n in nest.buffers if n not in fmt.arrays]
+        if missing:
+            raise InputError(f"{self.recipe.name}: format arrays missing: {missing}")
+
+    def resolve(self, fmt, params, dtype, kind, n_cols, target):
+        return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt))
+
+    def primfunc(self, fmt, params, kind, transpose):
+        func, uses_part = self.recipe._primfunc(fmt.dtype.name, kind, params)
+        self._parts[(kind, params.kernel_key())] = uses_part
+        return func
+
+    def signature(self, fmt, params, kind, transpose):
+        return ("recipe", str(self.recipe), kind, fmt.dtype.name, params.kernel_key())
+
+    def arrays(self, fmt, params, kind, transpose, threads):
+        nest = self.recipe.nest(fmt.dtype.name, kind)
+        out = [fmt.arrays[n] for n in nest.buffers]
+        uses_part = self._parts.get((kind, params.kernel_key()))
+        if uses_part is None:
+            uses_part = self.recipe._primfunc(fmt.dtype.name, kind, params)[1]
+        if uses_part:
+            out.append(self._part(fmt, nest, params, threads))
+        return out
+
+    def _part(self, fmt, nest, params, threads) -> np.ndarray:
+        n = params.n_parts(threads)
+        if isinstance(self.recipe._lowering(), Scatter):
+            comp = nest.meta["compaction"]
+            return row_aligned_chunks(fmt.arrays[f"explicit_{comp['levels'][0]}"], n)
+        if "offset" in fmt.arrays and len(nest.levels) > 1 and any(
+                b.name == "offset" for b in loads(nest.levels[1].lo)):
+            return balanced_parts(fmt.arrays["offset"], n, item_cost=1.0)
+        return uniform_parts(fmt.shape[0], n)
+
+    def nnz(self, fmt) -> int:
+        return int(fmt.arrays["a_data"].size)
+
+
+def build_recipe_executor(recipe: Recipe, A: Any, n_cols: int | None = None, *, kind: str = "spmm",
+                          params: ExecParams | None = None, target: Any = None, dtype: Any = None,
+                          fmt: GeneratedFormat | None = None):
+    """Inspect ``A`` with ``recipe`` (or take ``fmt``) and compile its generated executor.
+
+    Returns the library's :class:`~schedules.sparse.executors.executor.Executor`
+    (``exe(B)``, ``exe(B, C, alpha=, beta=)``, ``exe.time(B)``, ``exe.prim_func``).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from schedules.sparse.recipes.library import csr_recipe
+    >>> A = sp.csr_array(np.array([[1.0, 0.0], [2.0, 3.0]], dtype=np.float32))
+    >>> build_recipe_executor(csr_recipe(), A, 2)(np.ones((2, 2), np.float32)).tolist()
+    [[1.0, 1.0], [5.0, 5.0]]
+    """
+    from schedules.sparse.executors.executor import Executor
+
+    if kind not in ("spmm", "spmv"):
+        raise InputError(f"kind must be 'spmm' or 'spmv', got {kind!r}")
+    fmt = fmt if fmt is not None else recipe.inspect(A, dtype=dtype)
+    kernels = RecipeKernels(recipe)
+    kernels.check(fmt)
+    p = kernels.resolve(fmt, params, fmt.dtype.name, kind, n_cols, target)
+    return Executor(fmt, kernels, p, kind, False, target)
