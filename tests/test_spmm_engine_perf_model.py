@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import scipy.sparse as sp
 
-from tvm_ext.errors import InputError
+from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.spmm_engine import SEXTANS, SEXTANS_P, EngineConfig, Platform, model, preprocess, schedule
 
 
@@ -129,3 +129,30 @@ def test_bad_platform_overheads_raise():
                dict(pe_latency_cycles=2.5)):
         with pytest.raises(ConfigError):
             Platform("bad", freq_mhz=100.0, **kw)
+
+
+def test_hbm_efficiency_makes_the_a_stream_bound_the_pe_stage():
+    """A's demand: 8 PEs x 8 B per cycle = 84% of a U280 channel at 189 MHz, 80% on Sextans-P at 350 MHz.
+    At nominal bandwidth A never limits; at the efficiency implied by the paper's 181.1 GFLOP/s it
+    paces Sextans's PE stage and leaves Sextans-P's alone."""
+    from tvm_ext.spmm_engine.perf_model import PAPER_IMPLIED_HBM_EFFICIENCY as eta, a_stream_demand
+    from tvm_ext.workloads import lap2d
+
+    assert a_stream_demand(SEXTANS) == pytest.approx(64 * 189e6 / 14.375e9)
+    assert a_stream_demand(SEXTANS_P) < eta < a_stream_demand(SEXTANS) < 1.0
+    assert 187 * eta / a_stream_demand(SEXTANS) == pytest.approx(181.1, abs=0.3)  # steady-state peak scaled
+    prog = preprocess(lap2d(300))
+    for plat, limited in ((SEXTANS, True), (SEXTANS_P, False)):
+        nominal, real = model(prog, 512, plat), model(prog, 512, plat, hbm_efficiency=eta)
+        assert nominal.stages["pe"].memory_bound_s == 0.0  # at nominal bandwidth A never limits
+        assert (real.stages["pe"].memory_bound_s > 0) == limited
+        if limited:  # the PE stage now runs at the A stream's pace
+            pe = real.stages["pe"]
+            assert pe.seconds == pytest.approx(pe.memory_s + pe.fill_cycles / plat.freq_hz)
+            assert pe.memory_s / pe.compute_s == pytest.approx(a_stream_demand(plat) / eta, rel=1e-6)
+            assert real.gflops < nominal.gflops * 0.99
+        else:
+            assert real.seconds == pytest.approx(nominal.seconds, rel=2e-3)
+    for bad in (0, -0.5, 1.5, True, "0.9"):
+        with pytest.raises(ConfigError):
+            model(prog, 8, SEXTANS, hbm_efficiency=bad)

@@ -32,7 +32,23 @@ stream length of every window (bubbles and padding included) instead of the
 average ``NNZ / P``.  Eq. 6 prints ``K / P``; the PEs zero their ``M / P``
 scratchpad rows (the released kernel's ``init_C`` loop), so ``rows / P`` is
 used.  ``seconds`` sums the per-stage maxima, the fill / drain time and the launch;
-``steady_s`` leaves the last two out.  Derived metrics follow §4:
+``steady_s`` leaves the last two out.
+
+**HBM channel efficiency.**  Every stream gets ``hbm_efficiency`` times its
+channels' nominal bandwidth (default 1.0: nominal).  Real pseudo-channels
+deliver less (refresh, row activations, the HLS AXI master's gaps between
+bursts; §4.2.3 blames the "HLS tool limitation" for the FPGA's low bandwidth
+utilisation), and the paper's measured peak includes that.  It matters for
+the peak only through A: 8 PEs take one 64-byte beat per cycle from their
+channel, :func:`a_stream_demand` = 84% of a U280 pseudo-channel at 189 MHz
+(80% on Sextans-P at 350 MHz).  Below that efficiency the A stream, not the
+PEs, paces the PE stage.  :data:`PAPER_IMPLIED_HBM_EFFICIENCY` (0.815) is the
+efficiency at which that alone would turn the steady-state peak (187 GFLOP/s,
+no fill / drain) into the paper's 181.1; Sextans-P's A stream needs less, so
+its 347 would stay.  The full model's peak (fill / drain and launch included)
+is already 177 / 328 at nominal bandwidth, so the default keeps nominal
+bandwidth and the efficiency is an option, not a fit.
+Derived metrics follow §4:
 problem size ``2 (NNZ + M) N`` FLOP (the released host's count), bandwidth
 utilisation ``4 (NNZ + N (2M + K)) / t / Bdw`` (§4.2.3) and FLOP/J (§4.2.4).
 
@@ -54,12 +70,28 @@ from typing import Any
 
 import numpy as np
 
-from tvm_ext.errors import InputError
+from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.spmm_engine.config import Platform, get_platform
 
-__all__ = ["StageTime", "PerfReport", "model", "problem_flops"]
+__all__ = ["StageTime", "PerfReport", "model", "problem_flops", "a_stream_demand", "PAPER_IMPLIED_HBM_EFFICIENCY"]
 
 _STAGES = ("init_c", "stream_b", "pe", "comp_c")
+
+#: The HBM efficiency at which the A stream alone would bring the steady-state Sextans peak from
+#: 187 GFLOP/s to the paper's measured 181.1: ``a_stream_demand("sextans") * 181.1 / 187``.
+PAPER_IMPLIED_HBM_EFFICIENCY = 0.815
+
+
+def a_stream_demand(platform: Platform | str | dict | None = None, pes_per_peg: int = 8,
+                    nz_bytes: int = 8) -> float:
+    """Fraction of one A channel's nominal bandwidth the PEs of one PEG consume
+    at one non-zero per PE per cycle; below this HBM efficiency A limits the PE stage.
+
+    >>> round(a_stream_demand("sextans"), 3), round(a_stream_demand("sextans-p"), 3)
+    (0.841, 0.796)
+    """
+    plat = get_platform(platform)
+    return pes_per_peg * nz_bytes * plat.freq_hz / (plat.channel_gbs * 1e9)
 
 
 @dataclass(frozen=True)
@@ -157,15 +189,22 @@ class _Acc:
                          self.mem_bound, self.fill)
 
 
-def model(program: Any, n: int, platform: Platform | str | dict | None = None) -> PerfReport:
+def model(program: Any, n: int, platform: Platform | str | dict | None = None, *,
+          hbm_efficiency: float = 1.0) -> PerfReport:
     """Cycles, time, GFLOP/s, bandwidth utilisation and FLOP/J for ``n`` columns of B.
 
     ``program`` is a :class:`~tvm_ext.spmm_engine.SextansProgram` or a
     :class:`~tvm_ext.spmm_engine.ScheduledStream` (both carry Q per pass).
+    ``hbm_efficiency``: fraction of each channel's nominal bandwidth the
+    streams get (1.0: nominal, the default).
     """
     if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
         raise InputError(f"n: the number of columns of B must be a positive integer, got {n!r}")
+    if isinstance(hbm_efficiency, bool) or not isinstance(hbm_efficiency, (int, float)) \
+            or not 0 < hbm_efficiency <= 1:
+        raise ConfigError(f"hbm_efficiency must be a number in (0, 1], got {hbm_efficiency!r}")
     plat = get_platform(platform)
+    bw = {c: plat.class_bandwidth(c) * hbm_efficiency for c in ("q", "a", "b", "c_in", "c_out")}
     cfg = program.config
     M, K = program.shape
     P, N0, K0 = cfg.pes, cfg.n0, cfg.window
@@ -184,15 +223,15 @@ def model(program: Any, n: int, platform: Platform | str | dict | None = None) -
         a_bytes = lens * P * 8
         c_bytes = rows * N0 * 4
         lat, depth = plat.hbm_latency_cycles, plat.pe_latency_cycles
-        acc["init_c"].add([-(-rows // P)], [q_bytes], f, plat.class_bandwidth("q"), n_blocks,
+        acc["init_c"].add([-(-rows // P)], [q_bytes], f, bw["q"], n_blocks,
                           fill=lat)
         acc["stream_b"].add(-(-widths // (2 * cfg.b_partition)), b_bytes, f,
-                            plat.class_bandwidth("b"), n_blocks, fill=W * lat)
-        acc["pe"].add(lens, a_bytes, f, plat.class_bandwidth("a"), n_blocks,
+                            bw["b"], n_blocks, fill=W * lat)
+        acc["pe"].add(lens, a_bytes, f, bw["a"], n_blocks,
                       fill=int(np.count_nonzero(lens)) * (lat + depth))
-        acc["comp_c"].add([-(-rows // cfg.c_parallel)], [c_bytes], f, plat.class_bandwidth("c_in"),
+        acc["comp_c"].add([-(-rows // cfg.c_parallel)], [c_bytes], f, bw["c_in"],
                           n_blocks, fill=2 * lat, extra_bytes=[c_bytes],
-                          extra_bw=plat.class_bandwidth("c_out"))
+                          extra_bw=bw["c_out"])
         traffic["q"] += n_blocks * q_bytes
         traffic["b"] += n_blocks * int(b_bytes.sum())
         traffic["a"] += n_blocks * int(a_bytes.sum())
