@@ -5,7 +5,8 @@
   repeat + min/median.
 * :class:`BenchRun` collects rows, stamps each with the machine and thread
   settings, writes JSON lines and prints a markdown table with ratios against
-  peers measured in the same run.
+  peers measured in the same run.  On a terminal, :func:`bench_args` starts
+  a status line on stderr that counts the rows as they are recorded.
 * :func:`collect_rows` is the function API of a suite: every report suite has
   ``run(quick, out=None, argv=()) -> list[dict]`` that calls its ``main`` with
   a command line and returns the rows its ``BenchRun`` objects recorded.
@@ -38,6 +39,8 @@ __all__ = ["Timing", "time_tvm", "time_python", "BenchRun", "geomean", "copy_ban
 
 #: row lists of the active :func:`collect_rows` calls; every ``BenchRun.add`` appends to each
 _collectors: list[list[dict[str, Any]]] = []
+#: the status line of this process (a terminal's stderr only), started by :func:`bench_args`
+_status = None
 
 
 def geomean(values: Iterable[float]) -> float:
@@ -78,6 +81,8 @@ class BenchRun:
         self.rows.append(row)
         for rows in _collectors:
             rows.append({"bench": self.name, **row})
+        if _status is not None:
+            _status.update(text=f"{self.name}: {len(self.rows)} rows")
         if self.out_path is not None:
             record = {"bench": self.name, **row, "machine": self.machine}
             with open(self.out_path, "a") as fh:
@@ -133,7 +138,25 @@ def bench_args(description: str, argv: Sequence[str] | None = None, **extra: Any
     if args.out in ("", "none"):
         args.out = None
     set_threads(args.threads)
+    _start_status(description)
     return args
+
+
+def _start_status(label: str) -> None:
+    """On a terminal, a status line on stderr (rows recorded, elapsed time) until the script ends."""
+    global _status
+    if _status is None:
+        import atexit
+
+        from tvm_ext.tuning.progress import StatusLine
+
+        status = StatusLine(label)
+        if not status.enabled:   # piped or redirected: no status line, nothing to stop later
+            return
+        _status = status.__enter__()
+        atexit.register(status.close)
+    _status.label = label
+    _status.update(text="starting")
 
 
 def suite_argv(quick: bool, out: str | os.PathLike | None, argv: Sequence[str] = ()) -> list[str]:

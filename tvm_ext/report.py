@@ -438,8 +438,13 @@ def markdown_to_html(text: str, title: str = "tvm-ext report", *, images_from: s
 
 def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Sequence[str | Suite] | None = None,
                  fmt: str = "md", timeout_s: int | None = None, env: dict[str, str] | None = None,
-                 progress: Callable[[str], None] | None = None) -> tuple[Path, list[SuiteResult]]:
-    """Run the suites (all by default) and write ``report.md`` / ``report.html`` in ``out_dir``."""
+                 on_suite: Callable[[Suite, int, int, SuiteResult | None], None] | None = None
+                 ) -> tuple[Path, list[SuiteResult]]:
+    """Run the suites (all by default) and write ``report.md`` / ``report.html`` in ``out_dir``.
+
+    ``on_suite(suite, index, total, result)`` is called as each suite starts
+    (``result`` None; ``index`` suites are done) and again when it has run.
+    """
     if size not in SIZES:
         raise ConfigError(f"report size {size!r}: choose from {', '.join(SIZES)}")
     if fmt not in ("md", "html"):
@@ -456,14 +461,12 @@ def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Seq
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for s in chosen:
-        if progress:
-            progress(f"running {s.module} ({size}) ...")
+    for index, s in enumerate(chosen):
+        if on_suite:
+            on_suite(s, index, len(chosen), None)
         results.append(run_suite(s, size, out, timeout_s=timeout_s, env=env))
-        if progress:
-            r = results[-1]
-            progress(f"  {s.name}: {r.status} in {r.seconds:.1f} s, {sum(len(v) for v in r.rows.values())} rows, "
-                     f"{len(r.plots)} plots")
+        if on_suite:
+            on_suite(s, index, len(chosen), results[-1])
     text = _markdown(results, size, out)
     path = out / f"report.{fmt}"
     path.write_text(markdown_to_html(text, f"tvm-ext benchmark report ({size})", images_from=out)

@@ -37,19 +37,23 @@ def section_titles() -> dict[str, str]:
 
 
 def run_demo(only: Iterable[str] | None = None,
-             on_section: Callable[[str, str], None] | None = None) -> tuple[dict[str, Any], str]:
+             on_section: Callable[[str, str], None] | None = None,
+             on_start: Callable[[str, str, int, int], None] | None = None) -> tuple[dict[str, Any], str]:
     """Run the sections (all, or ``only``); returns per-section data and the text.
 
-    ``on_section(name, text)`` is called as each section finishes, with that
-    section's text (the CLI prints it at once instead of at the end).
+    ``on_start(name, title, index, total)`` is called as a section starts
+    (``index`` sections are done) and ``on_section(name, text)`` as it
+    finishes, with that section's text (the CLI prints it at once and shows a
+    status line meanwhile).
     """
     wanted = set(only) if only else None
+    chosen = [(name, mod) for name, mod in _sections() if wanted is None or name in wanted]
     results: dict[str, Any] = {}
     out: list[str] = []
-    for name, modname in _sections():
-        if wanted is not None and name not in wanted:
-            continue
+    for index, (name, modname) in enumerate(chosen):
         module = importlib.import_module(modname)
+        if on_start is not None:
+            on_start(name, module.TITLE, index, len(chosen))
         t0 = time.perf_counter()
         data, lines = module.run()
         elapsed = time.perf_counter() - t0

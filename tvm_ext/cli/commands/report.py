@@ -1,7 +1,9 @@
-"""``tvm-ext report --out DIR``: run the benchmark suites and write one report with tables and plots."""
-from __future__ import annotations
+"""``tvm-ext report --out DIR``: run the benchmark suites and write one report with tables and plots.
 
-import sys
+Each finished suite is logged on stderr; on a terminal a status line shows the
+suite running, how many are done and the time spent.
+"""
+from __future__ import annotations
 
 from tvm_ext.cli.args import count
 from tvm_ext.cli.output import Output, table
@@ -25,14 +27,25 @@ def register(subparsers, common) -> None:
 def run(args) -> Output:
     from tvm_ext.report import write_report
 
+    from tvm_ext.tuning.progress import StatusLine
+
     suites = [s.strip() for s in args.suites.split(",") if s.strip()] if args.suites else None
 
-    def progress(msg: str) -> None:
-        sys.stderr.write(msg + "\n")
-        sys.stderr.flush()
+    with StatusLine("report") as status:   # the bar is drawn on a terminal's stderr only; the log lines always
+        def on_suite(suite, index: int, total: int, result) -> None:
+            status.total = total
+            if result is None:
+                status.update(index, f"running {suite.module} ({args.size})")
+                if not status.enabled:
+                    status.log(f"running {suite.module} ({args.size}) ...")
+                return
+            rows = sum(len(v) for v in result.rows.values())
+            status.log(f"  {suite.name}: {result.status} in {result.seconds:.1f} s, {rows} rows, "
+                       f"{len(result.plots)} plots")
+            status.update(index + 1, "")
 
-    path, results = write_report(args.out, args.size, suites=suites, fmt=args.format, timeout_s=args.timeout,
-                                 progress=progress)
+        path, results = write_report(args.out, args.size, suites=suites, fmt=args.format, timeout_s=args.timeout,
+                                     on_suite=on_suite)
     rows = [[r.suite.name, r.status, round(r.seconds, 1), sum(len(v) for v in r.rows.values()), len(r.plots),
              r.error[:80]] for r in results]
     text = "\n".join([f"report written to {path}",
