@@ -114,8 +114,8 @@ class _Func:
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         for b in self.params:
             T.arg(b.name, b)
-        T.arg("alpha", self.alpha)
-        T.arg("beta", self.beta)
+        T.arg(self.alpha.name, self.alpha)
+        T.arg(self.beta.name, self.beta)
         return self
 
     def __exit__(self, *exc):

@@ -1,0 +1,116 @@
+"""Recipe-generated sparse executors vs the hand-written TVMScript templates, per format and N.
+
+For every matrix, format (CSR, COO, ELL, DIA; ELL/DIA only where their padding
+stays below 3x) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
+generated from the format's recipe (``schedules.sparse.recipes``) and the
+library's hand-written one (``build_executor`` on the ``inspectors.to_*``
+container) are built with the same default knobs, checked against scipy, and
+timed alternately with ``time_evaluator`` (best of both rounds).  The table
+shows hand / generated time (>= 1: the generated one is as fast); the summary
+gives the geomean and worst ratio per format.  Also times the SGD Diag and
+BlkDiag executors (one kernel launch per diagonal, ``schedules.sparse.recipes.sgd``).
+
+    python -m bench.sparse_recipes [--quick] [--out none]
+"""
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import scipy.sparse as sp
+
+from bench.harness import BenchRun, bench_args, geomean
+
+N_VALUES = (1, 8, 32, 128)
+
+
+def _matrices(quick: bool) -> dict[str, Callable[[], sp.csr_array]]:
+    from tvm_ext.workloads import block_fem, lap2d, load_matrix, rmat
+
+    if quick:
+        return {"lap2d": lambda: lap2d(120), "nasa4704": lambda: load_matrix("nasa4704"),
+                "rmat": lambda: rmat(12)}
+    return {"lap2d": lambda: lap2d(600), "nasa4704": lambda: load_matrix("nasa4704"),
+            "fem3x3": lambda: block_fem(20000, 3, 3), "rmat": lambda: rmat(15)}
+
+
+def _formats(A: sp.csr_array) -> dict[str, Callable[[], Any]]:
+    from schedules.sparse import inspectors as I
+
+    m = A.shape[0]
+    lens = np.diff(A.indptr)
+    nnz = max(A.nnz, 1)
+    out: dict[str, Callable[[], Any]] = {"csr": lambda: I.to_csr(A), "coo": lambda: I.to_coo(A)}
+    if m and nnz / (m * max(int(lens.max()), 1)) >= 1 / 3:
+        out["ell"] = lambda: I.to_ell(A, layout="row")
+    ndiag = np.unique(A.tocoo().col.astype(np.int64) - A.tocoo().row).size
+    if ndiag * m <= 3 * nnz:
+        out["dia"] = lambda: I.to_dia(A)
+    return out
+
+
+def _time_pair(hand, gen, B, rounds: int = 2) -> tuple[float, float]:
+    th, tg = [], []
+    for _ in range(rounds):
+        th.append(hand.time(B, repeat=5).min)
+        tg.append(gen.time(B, repeat=5).min)
+    return min(th), min(tg)
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    args = bench_args(__doc__.splitlines()[0], argv)
+    from schedules.sparse.executors import build_executor
+    from schedules.sparse.recipes import RECIPES, build_recipe_executor
+
+    run = BenchRun("sparse_recipes", out_dir=args.out)
+    rng = np.random.default_rng(0)
+    for mname, make in _matrices(args.quick).items():
+        A = sp.csr_array(make(), dtype=np.float32)
+        m, k = A.shape
+        for fname, to_fmt in _formats(A).items():
+            fmt = to_fmt()
+            recipe = RECIPES[fname]()
+            gen_fmt = recipe.inspect(A)
+            for n in N_VALUES:
+                kind = "spmv" if n == 1 else "spmm"
+                B = rng.random((k,) if kind == "spmv" else (k, n), dtype=np.float32)
+                hand = build_executor(fmt, n_cols=n, kind=kind)
+                gen = build_recipe_executor(recipe, A, n, kind=kind, fmt=gen_fmt)
+                ref = A @ B
+                tol = 1e-4 * max(1.0, float(np.abs(ref).max()))
+                for exe, who in ((hand, "hand-written"), (gen, "generated")):
+                    err = float(np.abs(exe(B) - ref).max())
+                    if err > tol:
+                        raise AssertionError(f"{who} {fname} on {mname} N={n}: error {err}")
+                th, tg = _time_pair(hand, gen, B)
+                run.add({"matrix": mname, "format": fname, "N": n, "nnz": int(A.nnz),
+                         "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": th / tg})
+    _sgd(run, args.quick)
+    _report(run)
+
+
+def _sgd(run: BenchRun, quick: bool) -> None:
+    from schedules.sparse.recipes.sgd import sgd_compare
+    from tvm_ext.workloads import rmat
+
+    R = sp.csr_array(rmat(10 if quick else 13), dtype=np.float32)
+    for row in sgd_compare(R, features=16, tiles=(4, 4)):
+        run.add({"matrix": "rmat-sgd", "format": row["format"], "N": 16, "nnz": int(R.nnz),
+                 "sgd_ms": row["ms"], "diagonals": row["diagonals"], "sgd_gain": row["gain"]})
+
+
+def _report(run: BenchRun) -> None:
+    print(run.header())
+    spmm = [r for r in run.rows if "ratio" in r]
+    print(run.markdown(["matrix", "format", "N", "nnz", "hand_ms", "gen_ms", "ratio"], rows=spmm))
+    print("\nhand-written time / generated time (>= 1: generated is as fast)")
+    for f in sorted({r["format"] for r in spmm}):
+        xs = [r["ratio"] for r in spmm if r["format"] == f]
+        print(f"  {f:5s} geomean {geomean(xs):.2f}x  worst {min(xs):.2f}x  ({len(xs)} cases)")
+    sgd = [r for r in run.rows if "sgd_ms" in r]
+    if sgd:
+        print(run.markdown(["matrix", "format", "diagonals", "sgd_ms", "sgd_gain"], rows=sgd))
+
+
+if __name__ == "__main__":
+    main()
