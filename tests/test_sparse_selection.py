@@ -237,3 +237,16 @@ def test_the_model_choice_stays_unless_beaten_by_the_override_margin():
     assert meas({"dia": 1.06, "csr": 1.0}).chosen == "csr"       # beaten by more
     assert meas({"dia": 1.04, "csr": 1.0}, 0.0).chosen == "csr"
     assert meas({"csr": 1.0}).chosen == "csr"                    # the choice could not be timed
+
+
+def test_compiled_structure_features_equal_matrix_stats():
+    from schedules.sparse.selection import _structure_stats
+    from tvm_ext.workloads import canonical_csr, matrix_stats
+
+    for A in (lap2d(30), rmat(9), block_fem(200, 3, 3, seed=0), uniform_random(50, 80, 0.1, seed=1)):
+        A = canonical_csr(A)
+        got = _structure_stats(A)
+        if got is None:
+            pytest.skip("no C compiler: sparse_features uses matrix_stats")
+        want = matrix_stats(A, block_sizes=(1,), symmetry=False)
+        assert {k: want[k] for k in got} == got

@@ -5,8 +5,9 @@ in, a container from :mod:`schedules.sparse.formats` out).  Each starts from
 :func:`tvm_ext.workloads.canonical_csr` and evaluates the closed form of its
 :class:`Recipe` of :mod:`schedules.sparse.transforms` (vectorised numpy, one
 pass over the non-zeros plus at most one near-linear stable sort; BCSR through
-scipy's compiled CSR -> BSR converter, which evaluates the same closed form
-faster), laid out as the container's docstring specifies; running the recipe
+a compiled R-way merge of each block row's CSR rows, ``csrc/tvmext_inspect.c``,
+which evaluates the same closed form on the host's threads -- scipy's CSR -> BSR
+converter without a C compiler), laid out as the container's docstring specifies; running the recipe
 itself gives the same arrays:
 
 =========  ==================================================================
@@ -207,7 +208,7 @@ RECIPES: dict[str, Callable[..., Recipe]] = {
 # inspector code CHiLL generates from a script would: one vectorised pass over
 # the non-zeros, plus at most one stable sort where the recipe's compaction
 # reorders entries (CSB merges sorted CSR rows, which is near linear; BCSR's
-# compaction runs in scipy's compiled converter).  ``recipe.run(csr)`` through :mod:`.transforms` gives the same
+# compaction is a compiled merge of each block row's sorted rows).  ``recipe.run(csr)`` through :mod:`.transforms` gives the same
 # arrays; the tests check it.
 
 def _rows(csr: sp.csr_array, dtype=np.int64) -> np.ndarray:
@@ -267,6 +268,88 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     if csr.nnz == 0:
         return BCSR(tuple(csr.shape), R, C, _zeros(n_br + 1, _INDEX), _zeros(0, _INDEX),
                     _zeros((0, R, C), csr.data.dtype))
+    native = _bcsr_native(csr, R)
+    if native is not None:
+        return _bcsr_merge(native, csr, R, C)
+    return _bcsr_scipy(csr, R, C)
+
+
+#: Non-zeros from which the compiled helpers (the BCSR merge, the diagonal marks) split their
+#: pass over the host's threads.
+BCSR_THREADED_NNZ = 200_000
+_MAX_NATIVE_R = 64  # tvmext_inspect.c's MAX_R
+
+
+def _bcsr_native(csr: sp.csr_array, R: int):
+    """The compiled block-row merge (``csrc/tvmext_inspect.c``), or None where it does not apply
+    (no C compiler, a value dtype other than float32/float64, 64-bit indices, R > 64)."""
+    from schedules.sparse.native import inspect_helpers
+
+    if csr.data.dtype not in (np.float32, np.float64) or R > _MAX_NATIVE_R:
+        return None
+    if csr.indices.dtype != np.int32 or csr.indptr.dtype != np.int32:
+        return None
+    return inspect_helpers()
+
+
+def row_ranges(csr: sp.csr_array, R: int = 1) -> list[tuple[int, int]]:
+    """Ranges of block rows of ``R`` rows with about equal non-zeros, one per host thread
+    (one range below :data:`BCSR_THREADED_NNZ` non-zeros): the split of the compiled helpers."""
+    from schedules.sparse.executors.partition import balanced_parts
+    from tvm_ext.target import num_threads
+
+    n_br = -(-csr.shape[0] // R)
+    threads = num_threads() if csr.nnz >= BCSR_THREADED_NNZ else 1
+    if threads <= 1:
+        return [(0, n_br)]
+    prefix = csr.indptr[np.minimum(np.arange(n_br + 1, dtype=np.int64) * R, csr.shape[0])]
+    cuts = balanced_parts(prefix, threads, item_cost=1.0).tolist()
+    return list(zip(cuts[:-1], cuts[1:]))
+
+
+def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
+    """BCSR by the compiled R-way merge of each block row's CSR rows: a count pass, the
+    block pointers, a fill pass; block-row ranges run on the host's threads (ctypes
+    releases the GIL)."""
+    m = csr.shape[0]
+    n_br = -(-m // R)
+    indptr, indices, values = csr.indptr, csr.indices, csr.data
+    ranges = row_ranges(csr, R)
+    counts = np.empty(n_br, dtype=np.int64)
+    on_threads([lambda a=a, b=b: lib.tvmext_bcsr_count(R, C, m, indptr.ctypes.data, indices.ctypes.data,
+                                                        a, b, counts[a:].ctypes.data)
+                 for a, b in ranges])
+    bptr = np.zeros(n_br + 1, dtype=np.int64)
+    np.cumsum(counts, out=bptr[1:])
+    nb = int(bptr[-1])
+    bcol = empty_aligned(nb, _INDEX)
+    data = empty_aligned((nb, R, C), values.dtype)
+    fill = lib.tvmext_bcsr_fill_f32 if values.dtype == np.float32 else lib.tvmext_bcsr_fill_f64
+    on_threads([lambda a=a, b=b: fill(R, C, m, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data,
+                                       a, b, bptr.ctypes.data, bcol.ctypes.data, data.ctypes.data)
+                 for a, b in ranges])
+    return BCSR(tuple(csr.shape), R, C, _index(bptr, "bcsr: block count"), bcol, data)
+
+
+def on_threads(calls: list[Callable[[], Any]]) -> None:
+    """Run ``calls`` (compiled, GIL-releasing) on threads: the first on this one."""
+    if len(calls) == 1:
+        calls[0]()
+        return
+    import threading
+
+    workers = [threading.Thread(target=c) for c in calls[1:]]
+    for w in workers:
+        w.start()
+    calls[0]()
+    for w in workers:
+        w.join()
+
+
+def _bcsr_scipy(csr: sp.csr_array, R: int, C: int) -> BCSR:
+    """BCSR through scipy's CSR -> BSR converter (no C compiler at hand)."""
+    m, k = csr.shape
+    n_br, n_bc = -(-m // R), -(-k // C)
     # The closed form, evaluated by scipy's compiled CSR -> BSR converter (one pass per block
     # row with a block-column lookup table, then a per-block-row sort of the block columns):
     # 2.5-4x faster than the same closed form in numpy (a stable sort of every non-zero's

@@ -26,7 +26,7 @@ import hashlib
 import threading
 from pathlib import Path
 
-__all__ = ["load_native"]
+__all__ = ["load_native", "inspect_helpers"]
 
 _CSRC = Path(__file__).with_name("csrc")
 _FLAGS = ("-O2", "-std=c11", "-fPIC", "-shared")
@@ -34,11 +34,13 @@ _LOCK = threading.Lock()
 _LOADED: dict[str, ctypes.CDLL] = {}
 
 
-def load_native(source: str) -> ctypes.CDLL:
+def load_native(source: str, *, user: str = "the point-to-point executor",
+                alternative: str = "use the barrier executor (sync='barrier')") -> ctypes.CDLL:
     """Compile ``schedules/sparse/csrc/<source>`` once and load it ``RTLD_GLOBAL``.
 
-    Raises :class:`tvm_ext.errors.ConfigError` when no C compiler is found or
-    the compilation fails, :class:`tvm_ext.errors.CacheError` when the kernel
+    Raises :class:`tvm_ext.errors.ConfigError` when no C compiler is found
+    (naming ``user``, what needs the library, and ``alternative``) or the
+    compilation fails, :class:`tvm_ext.errors.CacheError` when the kernel
     cache directory is not private.
     """
     from tvm_ext.kernel_cache import c_compiler, load_c_library
@@ -47,9 +49,39 @@ def load_native(source: str) -> ctypes.CDLL:
     with _LOCK:
         if source in _LOADED:
             return _LOADED[source]
-        cc = c_compiler("the point-to-point executor", "use the barrier executor (sync='barrier')")
+        cc = c_compiler(user, alternative)
         tag = hashlib.sha256(src.read_bytes() + " ".join((cc, *_FLAGS)).encode()).hexdigest()[:16]
         lib = load_c_library(f"lib{src.stem}_{tag}.so", lambda: [cc, *_FLAGS, str(src), "-o"], what=src.name,
                              subdir="native")
         _LOADED[source] = lib
         return lib
+
+
+def inspect_helpers() -> ctypes.CDLL | None:
+    """The compiled inspector helpers (``csrc/tvmext_inspect.c``: the BCSR block-row merge,
+    the occupied-diagonal marks), argument types set; None without a C compiler (the
+    callers then use their numpy/scipy paths).
+
+    >>> lib = inspect_helpers()
+    >>> lib is None or hasattr(lib, "tvmext_bcsr_count")
+    True
+    """
+    from tvm_ext.errors import ConfigError
+
+    try:
+        lib = load_native("tvmext_inspect.c", user="the compiled sparse inspectors",
+                          alternative="the inspectors fall back to numpy and scipy")
+    except ConfigError:
+        return None
+    with _LOCK:
+        if not getattr(lib, "_tvmext_typed", False):
+            i32, i64, ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
+            lib.tvmext_bcsr_count.argtypes = [i32, i32, i32, ptr, ptr, i64, i64, ptr]
+            for fill in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64):
+                fill.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr]
+            lib.tvmext_mark_diagonals.argtypes = [i32, ptr, ptr, i64, i64, ptr]
+            for fn in (lib.tvmext_bcsr_count, lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64,
+                       lib.tvmext_mark_diagonals):
+                fn.restype = None
+            lib._tvmext_typed = True
+    return lib

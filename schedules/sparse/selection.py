@@ -52,7 +52,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from tvm_ext.workloads import canonical_csr, matrix_stats, row_lengths
-from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
+from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, estimate_block_fill
+from tvm_ext.workloads.stats import _histogram as row_length_histogram
 
 __all__ = [
     "Candidate",
@@ -178,24 +179,78 @@ class Selector(Protocol):
     def choose(self, features: dict[str, Any], n_cols: int) -> Choice: ...
 
 
-#: Share of block rows the selector's block-fill estimate reads (OSKI samples 1-2%); the
-#: estimate's bound (``block_fill_bound``) widens as the sample shrinks.
-FILL_SAMPLE_FRACTION = 0.01
+#: Share of block rows the selector's block-fill estimate reads (OSKI samples 1-2%; half a percent
+#: of a million-row matrix is still thousands of block rows), and the
+#: fewest block rows per R; the estimate's bound (``block_fill_bound``) widens as the sample shrinks.
+FILL_SAMPLE_FRACTION = 0.005
+FILL_MIN_BLOCK_ROWS = 256
 
 
 def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
-    """Selector features of a matrix: :func:`matrix_stats` plus row lengths.
+    """Selector features of a matrix: :func:`matrix_stats`'s keys plus row lengths.
 
     The R x C block fill (R, C in :data:`SELECTOR_BLOCK_SIZES`) is estimated
     from a sample of block rows on large matrices, with its error bound in
     ``block_fill_bound`` (:func:`~tvm_ext.workloads.estimate_block_fill`).
-    ``_row_lengths`` (an array) rides along for exact SELL/HYB padding counts.
+    The occupied diagonals come from one compiled pass over the non-zeros
+    (:func:`~schedules.sparse.native.inspect_helpers`; :func:`matrix_stats`
+    without a C compiler).  ``_row_lengths`` (an array) rides along for exact
+    SELL/HYB padding counts.
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> f = sparse_features(lap2d(10))
+    >>> f["diagonals"], f["bandwidth"], f["block_fill"]["1x1"]
+    (5, 10, 1.0)
     """
     A = canonical_csr(A, allow_nan=True)
-    feats = matrix_stats(A, block_sizes=SELECTOR_BLOCK_SIZES, sample=True, symmetry=False, seed=seed,
-                         sample_fraction=FILL_SAMPLE_FRACTION)
+    feats = _structure_stats(A)
+    if feats is None:  # no compiled helper: the stats module's numpy passes
+        feats = matrix_stats(A, block_sizes=(1,), sample=True, symmetry=False, seed=seed,
+                             sample_fraction=FILL_SAMPLE_FRACTION)
+    est = estimate_block_fill(A, SELECTOR_BLOCK_SIZES, fraction=FILL_SAMPLE_FRACTION,
+                              min_block_rows=FILL_MIN_BLOCK_ROWS, seed=seed)
+    feats["block_fill"] = est.fill
+    feats["block_fill_bound"] = est.bound
+    feats["block_fill_sampled"] = min(est.fraction.values(), default=1.0)
     feats["_row_lengths"] = row_lengths(A)
     return feats
+
+
+def _structure_stats(A: Any) -> dict[str, Any] | None:
+    """:func:`matrix_stats`'s shape, row-length and diagonal keys, the occupied diagonals
+    marked by the compiled helper on the host's threads; None without it."""
+    from schedules.sparse.inspectors import on_threads, row_ranges
+    from schedules.sparse.native import inspect_helpers
+
+    lib = inspect_helpers()
+    if lib is None or A.indptr.dtype != np.int32 or A.indices.dtype != np.int32:
+        return None
+    m, n = A.shape
+    lengths = row_lengths(A)
+    ranges = row_ranges(A)
+    marks = [np.zeros(max(m + n - 1, 1), dtype=np.uint8) for _ in ranges]
+    on_threads([lambda a=a, b=b, mk=mk: lib.tvmext_mark_diagonals(m, A.indptr.ctypes.data, A.indices.ctypes.data,
+                                                                  a, b, mk.ctypes.data)
+                for (a, b), mk in zip(ranges, marks)])
+    for mk in marks[1:]:
+        marks[0] |= mk
+    occupied = np.flatnonzero(marks[0]) if A.nnz else np.zeros(0, np.int64)
+    n_diag = int(occupied.size)
+    lo_off, hi_off = (int(occupied[0]) - (m - 1), int(occupied[-1]) - (m - 1)) if n_diag else (0, 0)
+    max_len = int(lengths.max()) if m else 0
+    return {
+        "rows": int(m), "cols": int(n), "nnz": int(A.nnz),
+        "density": float(A.nnz / (m * n)) if m and n else 0.0,
+        "row_length": {
+            "min": int(lengths.min()) if m else 0, "max": max_len,
+            "mean": float(lengths.mean()) if m else 0.0, "std": float(lengths.std()) if m else 0.0,
+            "empty_rows": int((lengths == 0).sum()), "histogram": row_length_histogram(lengths),
+        },
+        "bandwidth": max(-lo_off, hi_off, 0), "lower_bandwidth": max(0, -lo_off),
+        "upper_bandwidth": max(0, hi_off), "diagonals": n_diag,
+        "dia_fill": float(A.nnz / (n_diag * m)) if n_diag and m else 0.0,
+        "ell_fill": float(A.nnz / (max_len * m)) if max_len and m else 0.0,
+    }
 
 
 def _sell_slots(lengths: np.ndarray, c: int, sigma: int) -> int:

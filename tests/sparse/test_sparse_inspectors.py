@@ -395,3 +395,33 @@ def test_sell_check_refuses_a_row_twice():
     bad = SELL(F.shape, F.C, F.sigma, perm, F.slice_ptr, F.slice_width, F.col, F.data)
     with pytest.raises(InputError, match="exactly once"):
         build_executor(bad, 4)
+
+
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 40), n=st.integers(1, 40), density=st.floats(0.0, 0.6), seed=st.integers(0, 99),
+       R=st.integers(1, 9), C=st.integers(1, 9), f64=st.booleans())
+def test_compiled_bcsr_merge_gives_scipys_blocks(m, n, density, seed, R, C, f64):
+    from schedules.sparse.inspectors import _bcsr_scipy
+    from schedules.sparse.native import inspect_helpers
+
+    if inspect_helpers() is None:
+        pytest.skip("no C compiler: to_bcsr uses scipy's converter")
+    A = canonical_csr(random_csr(m, n, density, seed), dtype="float64" if f64 else "float32")
+    got, want = to_bcsr(A, R, C), _bcsr_scipy(A, R, C)
+    assert got.data.dtype == A.dtype
+    for name in ("indptr", "bcol", "data"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_compiled_bcsr_merge_split_over_threads(monkeypatch):
+    import schedules.sparse.inspectors as ins
+    import tvm_ext.target
+
+    A = canonical_csr(block_fem(900, 3, 3, seed=2), dtype="float32")  # ragged: 2700 rows
+    want = ins._bcsr_scipy(A, 4, 3)
+    monkeypatch.setattr(ins, "BCSR_THREADED_NNZ", 0)
+    monkeypatch.setattr(tvm_ext.target, "num_threads", lambda: 3)
+    assert len(ins.row_ranges(A, 4)) == 3
+    got = to_bcsr(A, 4, 3)
+    for name in ("indptr", "bcol", "data"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))

@@ -1,0 +1,134 @@
+/* Compiled inspector helpers (schedules/sparse/inspectors.py, selection.py).
+ *
+ * CSR -> BCSR construction for the BCSR inspector (to_bcsr).
+ *
+ * Fig. 5.7's closed form (Venkat 2016): block row ii = i / R, block column kk = col / C,
+ * A_prime[block, i - R*ii, col - C*kk].  Each block row is an R-way merge of its R sorted
+ * CSR rows by kk: the smallest kk among the row heads is the next block, every head whose
+ * column falls in it advances.  One pass over the non-zeros per call, no sort, no lookup
+ * table; blocks come out in block-column order.
+ *
+ * Two calls per range of block rows [br0, br1), so that a caller can run ranges on
+ * several threads: bcsr_count writes the blocks of each block row, the caller turns them
+ * into block pointers, and bcsr_fill_* writes bcol and data (each block's R*C slots,
+ * zeros included, are written exactly once: data needs no prior zeroing).
+ *
+ * Column indices are int32 and sorted within each row (canonical CSR); R, C <= 64.
+ */
+#include <stdint.h>
+
+#define MAX_R 64
+#define INLINE static inline __attribute__((always_inline))
+
+/* The R rows of block row ib: heads pos[], ends end[], each head's block column kk[] (INT32_MAX
+ * once the row is done); returns the number of rows (fewer than R in a ragged last block row). */
+INLINE int32_t open_rows(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
+                         int64_t ib, int64_t *pos, int64_t *end, int32_t *kk) {
+    int32_t nr = 0;
+    for (int32_t r = 0; r < R; ++r) {
+        int64_t i = ib * R + r;
+        if (i >= M) break;
+        pos[nr] = indptr[i];
+        end[nr] = indptr[i + 1];
+        kk[nr] = pos[nr] < end[nr] ? indices[pos[nr]] / C : INT32_MAX;
+        ++nr;
+    }
+    return nr;
+}
+
+INLINE int32_t smallest(const int32_t *kk, int32_t nr) {
+    int32_t kmin = INT32_MAX;
+    for (int32_t r = 0; r < nr; ++r)
+        kmin = kk[r] < kmin ? kk[r] : kmin;
+    return kmin;
+}
+
+INLINE void count_impl(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
+                       int64_t br0, int64_t br1, int64_t *counts) {
+    int64_t pos[MAX_R], end[MAX_R];
+    int32_t kk[MAX_R];
+    for (int64_t ib = br0; ib < br1; ++ib) {
+        int32_t nr = open_rows(R, C, M, indptr, indices, ib, pos, end, kk);
+        int64_t n = 0;
+        for (int32_t kmin = smallest(kk, nr); kmin != INT32_MAX; kmin = smallest(kk, nr)) {
+            ++n;
+            for (int32_t r = 0; r < nr; ++r)
+                while (kk[r] == kmin)
+                    kk[r] = ++pos[r] < end[r] ? indices[pos[r]] / C : INT32_MAX;
+        }
+        counts[ib - br0] = n;
+    }
+}
+
+#define FILL_IMPL(NAME, T)                                                                        \
+INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,  \
+                 const T *values, int64_t br0, int64_t br1, const int64_t *bptr, int32_t *bcol,   \
+                 T *data) {                                                                       \
+    int64_t pos[MAX_R], end[MAX_R];                                                               \
+    int32_t kk[MAX_R];                                                                            \
+    const int64_t rc = (int64_t)R * C;                                                            \
+    for (int64_t ib = br0; ib < br1; ++ib) {                                                      \
+        int32_t nr = open_rows(R, C, M, indptr, indices, ib, pos, end, kk);                       \
+        int64_t b = bptr[ib];                                                                     \
+        for (int32_t kmin = smallest(kk, nr); kmin != INT32_MAX; kmin = smallest(kk, nr), ++b) {  \
+            T *blk = data + b * rc;                                                               \
+            for (int64_t j = 0; j < rc; ++j) blk[j] = 0;                                          \
+            bcol[b] = kmin;                                                                       \
+            int32_t c0 = kmin * C;                                                                \
+            for (int32_t r = 0; r < nr; ++r)                                                      \
+                while (kk[r] == kmin) {                                                           \
+                    blk[(int64_t)r * C + (indices[pos[r]] - c0)] = values[pos[r]];                \
+                    kk[r] = ++pos[r] < end[r] ? indices[pos[r]] / C : INT32_MAX;                  \
+                }                                                                                 \
+        }                                                                                         \
+    }                                                                                             \
+}
+
+FILL_IMPL(fill_impl_f32, float)
+FILL_IMPL(fill_impl_f64, double)
+
+/* Each entry point dispatches the common block widths to a copy with C a constant (the
+ * division by C becomes a multiply). */
+#define BY_WIDTH(CALL)                                                                            \
+    switch (C) {                                                                                  \
+    case 1: CALL(1); break;                                                                       \
+    case 2: CALL(2); break;                                                                       \
+    case 3: CALL(3); break;                                                                       \
+    case 4: CALL(4); break;                                                                       \
+    case 6: CALL(6); break;                                                                       \
+    case 8: CALL(8); break;                                                                       \
+    default: CALL(C);                                                                             \
+    }
+
+/* Blocks of every block row in [br0, br1): counts[ib - br0]. */
+void tvmext_bcsr_count(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
+                       int64_t br0, int64_t br1, int64_t *counts) {
+#define COUNT(W) count_impl(R, W, M, indptr, indices, br0, br1, counts)
+    BY_WIDTH(COUNT)
+}
+
+/* bcol and data of the blocks of block rows [br0, br1); block row ib starts at bptr[ib]. */
+void tvmext_bcsr_fill_f32(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
+                          const float *values, int64_t br0, int64_t br1, const int64_t *bptr,
+                          int32_t *bcol, float *data) {
+#define FILL32(W) fill_impl_f32(R, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+    BY_WIDTH(FILL32)
+}
+
+void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
+                          const double *values, int64_t br0, int64_t br1, const int64_t *bptr,
+                          int32_t *bcol, double *data) {
+#define FILL64(W) fill_impl_f64(R, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+    BY_WIDTH(FILL64)
+}
+
+/* Occupied diagonals of rows [r0, r1): mark[col - i + M - 1] = 1 for every non-zero (the
+ * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes. */
+void tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *indices, int64_t r0,
+                           int64_t r1, uint8_t *mark) {
+    for (int64_t i = r0; i < r1; ++i) {
+        uint8_t *row = mark + (M - 1 - i);
+        for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p)
+            row[indices[p]] = 1;
+    }
+}
