@@ -11,8 +11,8 @@ for ISA ``"x86"``:
   :func:`~tvm_ext.target.hardware_facts` (the target in scope, ``with target:``,
   else the host): lanes from its vector width, rows from its register file.
 * ``"blas"`` — a BLAS-like pseudo-instruction: one ``call_extern`` of
-  ``tvmext_sgemm_acc`` (``csrc/tvmext_gemm.c``, built at run time with the system
-  C compiler into the kernel cache directory) per tile, with every operand passed
+  ``tvmext_sgemm_acc`` (``csrc/tvmext_gemm.c``, built at run time by TVM's
+  ``cc.create_shared`` into the kernel cache directory) per tile, with every operand passed
   as a pointer plus a row and a column stride.
 * ``"packed"`` — a packed call to a Python function that runs the tile's
   contraction with ``numpy.einsum`` (OpenBLAS for matmul-shaped tiles).
@@ -315,17 +315,25 @@ def build_gemm_library() -> Path:
     True
     """
     from tvm_ext.kernel_cache import load_c_library
-    from tvm_ext.target import target_key
+    from tvm_ext.target import cpu_features, target_key
 
     src = Path(__file__).with_name("csrc") / "tvmext_gemm.c"
-    flags = ["-O3", *_arch_flags(), "-fPIC", "-shared"]
-    # -march=native: a library built on another CPU (a shared home) must not be reused
-    key = src.read_bytes() + " ".join(flags).encode() + b"\0" + target_key(None).encode()
+    flags = ["-O3", *_arch_flags()]
+    # -march=native: a library built on another CPU (a shared home, or a VM showing the same
+    # CPU name with other features) must not be reused, so the host's features are in the key
+    key = b"\0".join([src.read_bytes(), " ".join(flags).encode(), target_key(None).encode(),
+                      " ".join(cpu_features()).encode()])
     digest = hashlib.sha256(key).hexdigest()[:16]
+
+    def build(out: str) -> None:
+        from tvm.support import cc
+
+        cc.create_shared(out, [str(src)], options=flags, cc=_compiler())  # adds -shared -fPIC
+
     with _LIB_LOCK:
         if digest in _LIB:
             return Path(_LIB[digest]._name)
-        _LIB[digest] = load_c_library(f"libtvmext_gemm_{digest}.so", lambda: [_compiler(), *flags, str(src), "-o"],
+        _LIB[digest] = load_c_library(f"libtvmext_gemm_{digest}.so", build=build,
                                       what=f"{src.name} (tensorize 'blas')")
         return Path(_LIB[digest]._name)
 

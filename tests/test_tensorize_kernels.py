@@ -131,6 +131,27 @@ def test_other_implementations_end_to_end(impl):
     check(K.conv2d_nhwc(1, 16, 32, 8, 3, pad=1), impl=impl)
 
 
+def test_blas_library_is_keyed_by_the_host_cpu_features(monkeypatch, tmp_path):
+    import shutil
+
+    import tvm_ext.target
+    from tensorize import x86
+    from tvm_ext.errors import ConfigError
+
+    if shutil.which("cc") is None and shutil.which("gcc") is None:
+        pytest.skip("no C compiler")
+    monkeypatch.setenv("TVM_EXT_CACHE_DIR", str(tmp_path))
+    monkeypatch.setattr(x86, "_LIB", {})
+    first = x86.build_gemm_library()
+    assert first.parent == tmp_path and first.stat().st_size > 0
+    # the same CPU name with other features (a VM masking AVX-512, say): -march=native differs
+    monkeypatch.setattr(tvm_ext.target, "cpu_features", lambda: ["sse2"])
+    monkeypatch.setattr(x86, "_compiler", lambda: "false")  # compiling the other library fails
+    with pytest.raises(ConfigError, match="compiling tvmext_gemm.c"):
+        x86.build_gemm_library()
+    assert sorted(p.name for p in tmp_path.glob("*.so")) == [first.name]
+
+
 def test_bad_inputs_are_clear_errors():
     with pytest.raises(ShapeError, match="must be a positive int"):
         K.matmul(0, 4, 4)

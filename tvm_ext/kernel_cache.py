@@ -369,17 +369,19 @@ def c_compiler(user: str, alternative: str) -> str:
     return cc
 
 
-def load_c_library(name: str, compile_command: Callable[[], Sequence[str]], *, what: str,
-                   subdir: str = "") -> ctypes.CDLL:
+def load_c_library(name: str, compile_command: Callable[[], Sequence[str]] | None = None, *, what: str,
+                   subdir: str = "", build: Callable[[str], None] | None = None) -> ctypes.CDLL:
     """Load the C library cache entry ``name`` ``RTLD_GLOBAL``, compiled first unless a checked one is there.
 
     The entry lives in :func:`binary_dir` (``subdir`` below it, mode 0700), or
     in :func:`private_dir` when that cannot be written.  A missing entry, or one
     :func:`check_binary` rejects, is compiled by ``[*compile_command(), tmp]``
-    (the command ends with ``-o``; it is asked for only when compiling) and
-    stored with :func:`store_binary`; a freshly built entry is checked again before
-    ``dlopen``.  ``name`` must carry a hash of the source and flags, so that a
-    changed source never loads a stale library.  Raises :class:`ConfigError`
+    (the command ends with ``-o``; it is asked for only when compiling), or by
+    ``build(tmp)`` when given (e.g. ``tvm.support.cc.create_shared``; its
+    ``RuntimeError`` is a failed compile), and stored with :func:`store_binary`;
+    a freshly built entry is checked again before ``dlopen``.  ``name`` must
+    carry a hash of the source and flags, so that a changed source never loads
+    a stale library.  Raises :class:`ConfigError`
     when compiling ``what`` fails, :class:`CacheError` when the built entry
     fails its check.
 
@@ -391,6 +393,12 @@ def load_c_library(name: str, compile_command: Callable[[], Sequence[str]], *, w
     42
     """
     def compile_to(tmp: str) -> None:
+        if build is not None:
+            try:
+                build(tmp)
+            except (RuntimeError, OSError) as e:
+                raise ConfigError(f"compiling {what} failed: {str(e).strip()[:500]}") from None
+            return
         res = subprocess.run([*compile_command(), tmp], capture_output=True, text=True)
         if res.returncode != 0:
             raise ConfigError(f"compiling {what} failed: {res.stderr.strip()[:500]}")
