@@ -138,16 +138,21 @@ def test_frontier_levels_equal_the_serial_pass_and_the_reference(n, density, see
         A = sp.csr_array(A + A.T)
     serial = level_sets(A, lower=lower)
     frontier = level_sets(A, lower=lower, method="frontier")
+    parallel = level_sets(A, lower=lower, method="parallel")
     ref = reference_levels(n, reference_edges(A, lower), lower)
-    np.testing.assert_array_equal(frontier.level_of, ref)
-    np.testing.assert_array_equal(serial.level_of, ref)
-    np.testing.assert_array_equal(frontier.perm, serial.perm)
-    np.testing.assert_array_equal(frontier.level_ptr, serial.level_ptr)
+    for s in (serial, frontier, parallel):
+        np.testing.assert_array_equal(s.level_of, ref)
+        np.testing.assert_array_equal(s.perm, serial.perm)
+        np.testing.assert_array_equal(s.level_ptr, serial.level_ptr)
 
 
 @pytest.mark.parametrize("A", [lap2d(30), lap3d(8, 27)], ids=["lap2d", "lap3d27"])
 def test_frontier_levels_on_stencils(A):
-    np.testing.assert_array_equal(level_sets(A, method="frontier").level_of, level_sets(A).level_of)
+    serial = level_sets(A)
+    for method in ("frontier", "parallel"):
+        s = level_sets(A, method=method)
+        np.testing.assert_array_equal(s.level_of, serial.level_of)
+        np.testing.assert_array_equal(s.perm, serial.perm)
     with pytest.raises(InputError, match="method"):
         level_sets(A, method="bfs")
 

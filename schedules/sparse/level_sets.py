@@ -16,18 +16,21 @@ The inspector
 2. computes **level sets**: ``level[i] = 1 + max level[j]`` over the
    predecessors ``j`` of ``i``, the same layering as SpMP's ``deriveLevelSets``
    "modified BFS" (Kahn's algorithm layer by layer): the level of a row is the
-   length of the longest dependence chain ending in it.  Two algorithms give
-   identical levels (``method=``):
+   length of the longest dependence chain ending in it.  Three algorithms
+   give identical levels (``method=``):
 
-   * ``"frontier"``: the level-synchronous BFS, vectorised: each step takes
-     the whole frontier (one level) at once, gathers its successors, lowers
-     their in-degrees and keeps those that reach zero as the next level;
+   * ``"parallel"``: SpMP's BFS as one TIR kernel: the rows of a level run in
+     parallel (``T.parallel``) and release their successors with atomic
+     in-degree updates (C11 atomics in ``csrc/tvmext_p2p.c``), as the
+     dissertation's inspector does;
+   * ``"frontier"``: the same level-synchronous BFS, vectorised in numpy;
    * ``"serial"`` (default): because every edge points from a lower to a
      higher index, natural order is a topological order, so one compiled TIR
-     pass does it.  It is the default because it is faster on every matrix
-     measured (a few ns per edge, against the frontier's per-level numpy
-     overhead, which dominates with hundreds of levels; ``bench.solvers``
-     times both);
+     pass does it.  It is the default because it is faster on the machines
+     measured: about 1 ns per edge with no atomics, where the parallel BFS
+     pays an atomic read-modify-write per edge and a launch per level, and
+     the frontier pays numpy's per-level overhead (``bench.solvers`` times
+     all three);
 3. **reorders** the rows so that each level is contiguous (a counting sort by
    level, stable in the original index) and permutes the matrix to
    ``P A P^T`` (``reorder_data``), so executors index the permuted arrays
@@ -56,7 +59,7 @@ from tvm_ext.workloads import canonical_csr
 
 __all__ = [
     "DependenceGraph", "LevelSchedule", "dependence_graph", "level_sets", "permute_csr",
-    "schedule_of_canonical", "levels_by_frontier", "LEVEL_METHODS",
+    "schedule_of_canonical", "levels_by_frontier", "levels_parallel", "LEVEL_METHODS",
 ]
 
 _I32 = np.int32
@@ -464,7 +467,84 @@ def levels_by_frontier(g: DependenceGraph) -> np.ndarray:
     return level
 
 
-LEVEL_METHODS = ("serial", "frontier")
+def _bfs_func():
+    """TIR: SpMP's parallel level-set BFS (the dissertation's ``deriveLevelSets``).
+
+    ``queue[ctl[0]:ctl[1]]`` is the current level.  Its rows are processed in
+    parallel: each lowers the in-degree of its successors with an atomic
+    fetch-and-add (``tvmext_atomic_add``, csrc/tvmext_p2p.c) and the row
+    that brings one to zero appends it to the queue (atomic tail, ``ctl[1]``)
+    with the next level number.  One launch per level; the loop ends when a
+    level adds nothing.
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def bfs(sptr_h: T.handle, sidx_h: T.handle, indeg_h: T.handle, queue_h: T.handle,
+            level_h: T.handle, ctl_h: T.handle):
+        n = T.int32()
+        np1 = T.int32()
+        m = T.int32()
+        sptr = T.match_buffer(sptr_h, (np1,), "int32")
+        sidx = T.match_buffer(sidx_h, (m,), "int32")
+        indeg = T.match_buffer(indeg_h, (n,), "int32")
+        queue = T.match_buffer(queue_h, (n,), "int32")
+        level = T.match_buffer(level_h, (n,), "int32")
+        ctl = T.match_buffer(ctl_h, (3,), "int32")
+        while ctl[0] < ctl[1]:
+            lo = T.bind(ctl[0])
+            hi = T.bind(ctl[1])
+            for f in T.parallel(hi - lo):
+                i = T.bind(queue[lo + f])
+                start = T.bind(sptr[i])
+                for p in range(sptr[i + 1] - start):
+                    j = T.bind(sidx[start + p])
+                    if T.call_extern("int32", "tvmext_atomic_add", T.address_of(indeg[0]), j,
+                                     -1) == 1:
+                        pos = T.bind(T.call_extern("int32", "tvmext_atomic_add",
+                                                   T.address_of(ctl[0]), 1, 1))
+                        queue[pos] = j
+                        level[j] = ctl[2] + 1
+            ctl[0] = hi
+            ctl[2] = ctl[2] + 1
+
+    return bfs
+
+
+def levels_parallel(g: DependenceGraph) -> np.ndarray:
+    """Level of every row by a parallel level-synchronous BFS in TIR (SpMP's
+    ``deriveLevelSets``): the rows of a level run in parallel and release their
+    successors with atomic in-degree updates (see :func:`_bfs_func`).  Equals
+    the serial pass; the order in which a level's rows are found varies from
+    run to run, the levels do not.
+
+    >>> import scipy.sparse as sp
+    >>> g = dependence_graph(sp.csr_array([[2., 0, 1], [1, 2, 0], [0, 1, 2]]))
+    >>> levels_parallel(g).tolist()
+    [0, 1, 2]
+    """
+    import tvm
+
+    from schedules.sparse.native import load_native
+
+    n = g.n
+    if n == 0:
+        return np.zeros(0, _I32)
+    load_native("tvmext_p2p.c")        # the atomics must resolve before the kernel loads
+    succ = sp.csr_array((np.ones(g.indices.size, np.int8), g.indices, g.indptr), shape=(n, n)).T.tocsr()
+    indeg = np.diff(g.indptr).astype(_I32)
+    queue = np.zeros(n, dtype=_I32)
+    first = np.flatnonzero(indeg == 0).astype(_I32)
+    queue[:first.size] = first
+    level = tvm.runtime.tensor(np.zeros(n, _I32), tvm.cpu(0))
+    sidx = succ.indices.astype(_I32) if succ.nnz else np.zeros(1, _I32)
+    _kernel("bfs", _bfs_func)["main"](
+        _tensor(succ.indptr.astype(_I32)), _tensor(sidx), _tensor(indeg), _tensor(queue), level,
+        _tensor(np.array([0, first.size, 0], _I32)))
+    return level.numpy()
+
+
+LEVEL_METHODS = ("serial", "frontier", "parallel")
 
 
 # --------------------------------------------------------------------------- schedule
@@ -474,8 +554,9 @@ def level_sets(A: Any, lower: bool = True, method: str = "serial") -> LevelSched
     ``A`` goes through :func:`tvm_ext.workloads.canonical_csr` (square, finite,
     sorted, de-duplicated).  Rows inside a level keep their original relative
     order.  An empty (0 x 0) matrix gives zero levels.  ``method``:
-    ``"serial"`` (compiled topological pass) or ``"frontier"`` (vectorised
-    level-synchronous BFS); both give the same schedule.
+    ``"serial"`` (compiled topological pass), ``"frontier"`` (vectorised
+    level-synchronous BFS) or ``"parallel"`` (the BFS as a parallel TIR
+    kernel with atomics, :func:`levels_parallel`); all give the same schedule.
 
     >>> from tvm_ext.workloads import lap3d
     >>> level_sets(lap3d(5)).levels    # 3n - 2 for the 7-point 3-D Laplacian
@@ -495,7 +576,8 @@ def schedule_of_canonical(A: sp.csr_array, lower: bool = True,
     g = _graph_of_canonical(A, lower)
     t1 = time.perf_counter()
     if n:
-        level_of = _compute_levels(g) if method == "serial" else levels_by_frontier(g)
+        level_of = {"serial": _compute_levels, "frontier": levels_by_frontier,
+                    "parallel": levels_parallel}[method](g)
         n_levels = int(level_of.max()) + 1
     else:
         level_of, n_levels = np.zeros(0, _I32), 0

@@ -68,3 +68,11 @@ int32_t tvmext_p2p_notify(int32_t *progress, int32_t thread, int32_t count, void
     atomic_store_explicit(p, count, memory_order_release);
     return 0;
 }
+
+/* Atomic fetch-and-add on base[index]; returns the old value.  The parallel
+ * level-set inspector (schedules/sparse/level_sets.py, SpMP's parallel BFS)
+ * lowers in-degrees and appends to the next frontier with it. */
+int32_t tvmext_atomic_add(int32_t *base, int32_t index, int32_t delta) {
+    return atomic_fetch_add_explicit((_Atomic int32_t *)(base + index), delta,
+                                     memory_order_acq_rel);
+}
