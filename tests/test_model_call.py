@@ -97,8 +97,15 @@ def test_read_only_input_works_without_a_copy(mlp):
     assert not x.flags.writeable
 
 
-def test_misaligned_input_is_copied_aligned_and_the_result_is_right():
-    """A vectorised element-wise kernel assumes 64-byte-aligned arguments (it crashes on a 16-byte one)."""
+def _off_by_16(x: np.ndarray) -> np.ndarray:
+    """A copy of ``x`` 16 bytes past a 64-byte boundary (where numpy often puts a fresh array)."""
+    raw = empty_aligned(x.nbytes + 16, "uint8")
+    off = raw[16:].view(x.dtype).reshape(x.shape)
+    off[...] = x
+    return off
+
+
+def _add_mul_module():
     from tvm import relax
 
     bb = relax.BlockBuilder()
@@ -108,16 +115,85 @@ def test_misaligned_input_is_copied_aligned_and_the_result_is_right():
         with bb.dataflow():
             out = bb.emit_output(relax.op.add(relax.op.multiply(a, b), a))
         bb.emit_func_output(out)
-    model = tc.compile(bb.get())
+    return bb.get()
+
+
+def test_misaligned_input_is_read_in_place_and_the_result_is_right():
+    """The kernels declare element-aligned parameters: a 16-byte-aligned input is read where it lies
+    (TVM's 64-byte declaration makes LLVM emit aligned moves that crash on it)."""
+    model = tc.compile(_add_mul_module())
+    assert model.input_alignment == 0
     spy = _spy(model)
     xa, xb = model.random_inputs(3)
-    raw = empty_aligned(xa.nbytes + 16, "uint8")
-    off = raw[16:].view("float32").reshape(xa.shape)  # 16 bytes past a 64-byte boundary, like numpy's arrays
-    off[...] = xa
+    off = _off_by_16(xa)
+    assert off.ctypes.data % 64 == 16
     (y,) = model(off, xb)
     np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)  # FMA rounds once
-    assert model._call.aligned_copies == 1  # only the misaligned input was copied
+    assert model._call.aligned_copies == 0
+    assert spy.args[0].data_ptr() == off.ctypes.data and spy.args[1].data_ptr() == xb.ctypes.data
+
+
+def test_misaligned_input_of_a_matmul_model_is_read_in_place(mlp):
+    proto, model = mlp
+    spy = _spy(model)
+    x = _off_by_16(model.random_inputs(7)[0])
+    (y,) = model(x)
+    assert spy.args[0].data_ptr() == x.ctypes.data and model._call.aligned_copies == 0
+    np.testing.assert_allclose(y, _ort(proto, np.array(x)), rtol=1e-4, atol=1e-4)
+
+
+def test_a_module_with_tvms_alignment_copies_a_misaligned_input_once():
+    """``llvm_only`` keeps TVM's 64-byte declarations: the misaligned input is copied, the aligned one is not."""
+    model = tc.llvm_only(_add_mul_module())
+    assert model.input_alignment == 64
+    spy = _spy(model)
+    xa, xb = model.random_inputs(3)
+    off = _off_by_16(xa)
+    (y,) = model(off, xb)
+    np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)
+    assert model._call.aligned_copies == 1
     assert spy.args[0].data_ptr() != off.ctypes.data and spy.args[1].data_ptr() == xb.ctypes.data
+
+
+def test_an_output_the_caller_keeps_is_never_overwritten(mlp):
+    proto, model = mlp
+    x1, x2 = model.random_inputs(1)[0], model.random_inputs(2)[0]
+    (y1,) = model(x1)
+    kept = y1.copy()
+    for _ in range(3):
+        (y2,) = model(x2)
+        assert not np.shares_memory(y1, y2)
+    np.testing.assert_array_equal(y1, kept)
+    np.testing.assert_allclose(y2, _ort(proto, x2), rtol=1e-4, atol=1e-4)
+
+
+def test_dropped_outputs_are_recycled_without_page_faults():
+    """Output buffers come back from the VM's pool: steady-state calls reuse a few mapped buffers."""
+    import resource
+
+    from tvm import relax
+
+    shape = (1024, 2048)  # 8 MiB: a fresh allocation would map (and fault) 2048 pages
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType(shape, "float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = bb.emit_output(relax.op.nn.relu(x))
+        bb.emit_func_output(y)
+    model = tc.compile(bb.get())
+    (xs,) = model.random_inputs(0)
+    for _ in range(3):
+        model(xs)
+    addresses = set()
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    for _ in range(10):
+        (y,) = model(xs)
+        addresses.add(y.ctypes.data)
+        del y
+    faults = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before
+    assert len(addresses) <= 3
+    assert faults < 10 * 2048 // 8
+    np.testing.assert_array_equal(model(xs)[0], np.maximum(xs, 0))
 
 
 def test_bad_inputs_are_one_clear_error_each(mlp):

@@ -275,7 +275,8 @@ class CompiledModel:
     """
 
     def __init__(self, built: Any, specs, report: CompileReport, *,
-                 simulated: dict[str, str] | None = None, reporters: dict | None = None):
+                 simulated: dict[str, str] | None = None, reporters: dict | None = None,
+                 element_aligned: bool = False):
         import tvm
         from tvm import relax
 
@@ -289,7 +290,10 @@ class CompiledModel:
         self._reporters = reporters or {}
         self.last_outputs: list[np.ndarray] | None = None
         self._source: tuple[Any, Any] | None = None  # (IRModule, target) it was built from, for export
-        self.vm = relax.VirtualMachine(built, tvm.cpu(0))
+        #: bytes of alignment the kernels assume of an input's address (0: one element, any array is read in place)
+        self.input_alignment = 0 if element_aligned else 64
+        # pooled: an output's buffer returns to the pool when its last view dies, so calls reuse mapped pages
+        self.vm = relax.VirtualMachine(built, tvm.cpu(0), memory_cfg="pooled")
 
     def offload_counters(self) -> dict[str, Any]:
         """Calls, simulated cycles, time and traffic of each offloaded kernel of this model since it was
@@ -335,7 +339,7 @@ class CompiledModel:
     def _call(self):
         from tvm_ext.model_call import NumpyCall
 
-        return NumpyCall(self.vm, self.specs)
+        return NumpyCall(self.vm, self.specs, alignment=self.input_alignment)
 
     def _tensors(self, inputs: Sequence[Any], named: dict[str, Any] | None = None) -> list:
         """The inputs as TVM tensors over the caller's arrays (checked; see :mod:`tvm_ext.model_call`)."""
@@ -435,7 +439,7 @@ _PHASES = {"tvm_ext.PrepareForInference": "prepare", "tvm_ext.AnnotateOpIds": "p
            "tvm_ext.PartitionForSextans": "byoc",
            "tvm_ext.ConvertConvLayout": "legalize", "tvm_ext.LegalizeAndFuse": "legalize",
            "tvm_ext.ApplyTuningRecords": "schedule", "tvm_ext.TensorizeOrDefault": "schedule",
-           "tvm_ext.PrepackWeights": "prepack"}
+           "tvm_ext.PrepackWeights": "prepack", "tvm_ext.ElementAlignedParams": "prepack"}
 
 
 def _check_options(sparse_threshold: float, tensorize: str) -> None:
@@ -468,7 +472,8 @@ def _model(built: Any, specs, report: CompileReport, parts: dict[str, Any]) -> C
             simulated[k["name"]] = k["target"]
             programs[k["name"]] = (k["runtime"], bytes.fromhex(k["digest"]))
     reporters = {"programs": _ProgramReporter(programs)} if programs else {}
-    return CompiledModel(built, specs, report, simulated=simulated, reporters=reporters)
+    return CompiledModel(built, specs, report, simulated=simulated, reporters=reporters,
+                         element_aligned=bool(parts.get("element_aligned_params")))
 
 
 def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any = None, tuning_db: Any = None,
@@ -495,6 +500,7 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
     """
     import tvm_ffi
 
+    from tvm_ext.compile_steps.param_alignment import accepts_element_aligned
     from tvm_ext.compile_steps.placement import report_parts
     from tvm_ext.kernel_cache import get_or_build
     from tvm_ext.pipeline import AttachReport, optimization_passes
@@ -516,6 +522,7 @@ def compile(mod: Any, target: Any = None, *, accel: Any = None, spmm_engine: Any
             phases[phase] = round(phases.get(phase, 0.0) + now - clock, 4)
             clock = now
     parts = report_parts(mod)
+    parts["element_aligned_params"] = accepts_element_aligned(mod)
     signature = ("tvm_ext.compile", tvm_ffi.structural_hash(mod), tensorize)  # constants are hashed too
     mod = AttachReport()(mod)
     built = get_or_build(signature, lambda: mod, tgt)

@@ -9,18 +9,25 @@
 * **outputs** come back as ``np.from_dlpack`` views of the tensors the VM
   allocated and wrote; each array's ``base`` chain holds the tensor alive.
 * the checks on the hot path are O(1) per input (shape, dtype, contiguity and
-  alignment as DLPack reports them); only a call that fails one of them takes
-  the slow path, which either raises one :class:`~tvm_ext.errors.InputError`
-  naming the input with its expected shape and dtype, or fixes alignment.
+  alignment as DLPack reports them), against a plan of the parameters built
+  once; only a call that fails one of them takes the slow path, which either
+  raises one :class:`~tvm_ext.errors.InputError` naming the input with its
+  expected shape and dtype, or fixes alignment.
 
-**Alignment.** TVM declares a kernel's buffers 64-byte aligned and LLVM emits
-aligned vector moves from that, so a misaligned input can crash a kernel (a
-Relax ``add`` on a 16-byte-aligned array segfaults).  numpy only promises 16
-bytes, and with numpy 2.4 about three fresh arrays in four miss 64.  Such an
-input is copied once into a 64-byte-aligned buffer (counted in
-:attr:`NumpyCall.aligned_copies`); allocate inputs with
-:func:`tvm_ext.zero_copy.empty_aligned` (as ``model.random_inputs()`` does) to
-never copy.  A non-contiguous input is an error, not a silent copy.
+**Alignment.** A module built by ``tvm_ext.compile`` declares its kernels'
+parameters aligned to one element
+(:mod:`tvm_ext.compile_steps.param_alignment`), so any C-contiguous input is
+read in place, wherever numpy put it (``alignment=0``, the default).  A module
+built with TVM's own declarations (64-byte aligned: LLVM may emit aligned
+vector moves, and a misaligned input can crash a kernel) is called with
+``alignment=64``: an input off a 64-byte boundary is then copied once into an
+aligned buffer (counted in :attr:`NumpyCall.aligned_copies`).  A
+non-contiguous input is an error, not a silent copy.
+
+**Outputs** come from the VM's pooled allocator: the buffer of an output goes
+back to the pool only when its last view (the numpy array included) is freed,
+so an array the caller keeps is never overwritten, while steady-state calls
+get buffers whose pages are already mapped.
 
 >>> import numpy as np, tvm
 >>> from tvm import relax
@@ -28,8 +35,8 @@ never copy.  A non-contiguous input is an error, not a silent copy.
 >>> x = relax.Var("x", relax.TensorType((2, 3), "float32"))
 >>> with bb.function("main", [x]):
 ...     _ = bb.emit_func_output(bb.emit(relax.op.add(x, x)))
->>> vm = relax.VirtualMachine(tvm.compile(bb.get(), {"kind": "llvm"}), tvm.cpu())
->>> call = NumpyCall(vm, [("x", (2, 3), "float32")])
+>>> vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+>>> call = NumpyCall(vm, [("x", (2, 3), "float32")], alignment=64)
 >>> call(np.ones((2, 3), "float32"))[0].tolist()
 [[2.0, 2.0, 2.0], [2.0, 2.0, 2.0]]
 """
@@ -40,7 +47,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tvm_ext.errors import InputError, ShapeError
-from tvm_ext.zero_copy import ALIGNMENT, as_tvm_view, is_aligned
+from tvm_ext.zero_copy import as_tvm_view, is_aligned
 
 __all__ = ["NumpyCall", "numpy_outputs"]
 
@@ -75,43 +82,57 @@ class NumpyCall:
     """One VM function called on numpy arrays: DLPack views in, DLPack views out.
 
     ``specs``: ``(name, shape, dtype)`` of each parameter, in order.  Inputs are
-    positional, or by name (``call(x=...)``).  See the module docstring for the
-    alignment rule.
+    positional, or by name (``call(x=...)``).  ``alignment``: the bytes the
+    kernels assume of an input's address (0: one element; see the module
+    docstring).
     """
 
-    def __init__(self, vm: Any, specs: Sequence[tuple[str, Sequence[int], Any]], function: str = "main"):
+    def __init__(self, vm: Any, specs: Sequence[tuple[str, Sequence[int], Any]], function: str = "main", *,
+                 alignment: int = 0):
         import tvm_ffi
 
         self.function = vm[function]  # looked up once, not at every call
         self.specs = [(str(n), tuple(int(d) for d in s), np.dtype(dt)) for n, s, dt in specs]
         self.names = [n for n, _, _ in self.specs]
-        #: inputs copied because they were not 64-byte aligned (the only copies this path makes)
+        self.alignment = int(alignment)
+        #: per parameter: (shape, dtype, the address alignment DLPack must check), built once
+        self._plan = [(s, d, self.alignment or d.itemsize) for _, s, d in self.specs]
+        #: inputs copied because they were off the kernels' alignment (the only copies this path makes)
         self.aligned_copies = 0
         self._from_dlpack = tvm_ffi.from_dlpack
         self._tensor_type = type(tvm_ffi.from_dlpack(np.zeros(1, "float32")))  # what the VM returns
 
     def __call__(self, *inputs: Any, **named: Any) -> list[np.ndarray]:
         """Run the function; the outputs as numpy arrays over the VM's own buffers."""
-        out = self.function(*self.tensors(inputs, named))
+        if named or len(inputs) != len(self._plan):
+            inputs = self._arrange(inputs, named)
+        from_dlpack, args = self._from_dlpack, []
+        for (shape, dtype, align), a in zip(self._plan, inputs):
+            if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype:
+                try:  # from_dlpack checks contiguity and alignment; read-only arrays raise BufferError
+                    args.append(from_dlpack(a, require_alignment=align, require_contiguous=True))
+                    continue
+                except (ValueError, BufferError, RuntimeError):
+                    pass
+            args.append(self._slow_input(len(args), a))
+        out = self.function(*args)
         if type(out) is self._tensor_type:  # one output: the common case, without the generic walk
             return [np.from_dlpack(out)]
         return numpy_outputs(out)
 
     def tensors(self, inputs: Sequence[Any], named: dict[str, Any] | None = None) -> list:
         """The inputs as TVM tensors over the caller's memory (checked; no copy unless misaligned)."""
-        specs = self.specs
-        if named or len(inputs) != len(specs):
+        if named or len(inputs) != len(self._plan):
             inputs = self._arrange(inputs, named or {})
-        from_dlpack = self._from_dlpack
-        out = []
-        for (name, shape, dtype), a in zip(specs, inputs):
+        from_dlpack, out = self._from_dlpack, []
+        for (shape, dtype, align), a in zip(self._plan, inputs):
             if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype:
-                try:  # from_dlpack checks contiguity and alignment; read-only arrays raise BufferError
-                    out.append(from_dlpack(a, require_alignment=ALIGNMENT, require_contiguous=True))
+                try:
+                    out.append(from_dlpack(a, require_alignment=align, require_contiguous=True))
                     continue
                 except (ValueError, BufferError, RuntimeError):
                     pass
-            out.append(self._slow_input(name, shape, dtype, a))
+            out.append(self._slow_input(len(out), a))
         return out
 
     def _arrange(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[Any]:
@@ -134,8 +155,9 @@ class NumpyCall:
                                  f"missing input {n!r} ({_describe(s, d)})")
         return [given[n] for n in self.names]
 
-    def _slow_input(self, name: str, shape: tuple[int, ...], dtype: np.dtype, a: Any):
-        """An input the fast path refused: one clear error, or a view (read-only) / aligned copy."""
+    def _slow_input(self, index: int, a: Any):
+        """Input ``index`` the fast path refused: one clear error, or a view (read-only) / aligned copy."""
+        name, shape, dtype = self.specs[index]
         what = f"input {name!r}"
         arr = a if isinstance(a, np.ndarray) else np.asarray(a)
         if arr.shape != shape:
@@ -146,6 +168,6 @@ class NumpyCall:
         if not arr.flags.c_contiguous:
             raise InputError(f"{what}: not C-contiguous (strides {arr.strides}); the model reads its inputs "
                              f"in place: pass np.ascontiguousarray({name})")
-        if not is_aligned(arr):
+        if not arr.flags.aligned or (self.alignment and not is_aligned(arr, self.alignment)):
             self.aligned_copies += 1
-        return as_tvm_view(arr, alignment=ALIGNMENT, copy_misaligned=True, name=what)
+        return as_tvm_view(arr, alignment=self.alignment, copy_misaligned=True, name=what)

@@ -50,6 +50,7 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
     """
     from tvm_ext.compile_steps import passes as P
     from tvm_ext.compile_steps.engine_records import knob_report, tuned_accel_approach
+    from tvm_ext.compile_steps.param_alignment import ElementAlignedParams
 
     knobs = knob_report(tuning_db) if tuning_db is not None else None
     engine = P.resolve_engine(spmm_engine) if spmm_engine not in (None, False) else None
@@ -64,7 +65,7 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
         seq.append(P.PartitionForSextans(spmm_engine, knobs=knobs))
     seq += [P.ConvertConvLayout(), P.LegalizeAndFuse(),
             P.ApplyTuningRecords(tuning_db, target), P.TensorizeOrDefault(tensorize, target),
-            P.PrepackWeights(target)]
+            P.PrepackWeights(target), ElementAlignedParams()]
     return seq
 
 
@@ -84,13 +85,15 @@ def AttachReport():  # noqa: N802 - TVM's pass naming
     import tvm
     from tvm import relax
 
+    from tvm_ext.compile_steps.param_alignment import accepts_element_aligned
     from tvm_ext.compile_steps.placement import report_parts
 
     @tvm.transform.module_pass(opt_level=0, name="tvm_ext.AttachReport")
     def run(mod, ctx):
         if any(gv.name_hint == REPORT_FUNCTION for gv in mod.get_global_vars()):
             return mod
-        data = np.frombuffer(json.dumps(report_parts(mod)).encode(), dtype=np.uint8).copy()
+        parts = report_parts(mod) | {"element_aligned_params": accepts_element_aligned(mod)}
+        data = np.frombuffer(json.dumps(parts).encode(), dtype=np.uint8).copy()
         bb = relax.BlockBuilder(mod)
         with bb.function(REPORT_FUNCTION, []):
             bb.emit_func_output(relax.const(data))

@@ -218,7 +218,7 @@ def metaschedule_build(mod: Any, specs: Sequence[tuple[str, Sequence[int], Any]]
     if len(tuned["main"].params) != len(specs):
         raise PeerUnavailable(f"the tuned module's main takes {len(tuned['main'].params)} arguments "
                               f"(lifted weights), not the model's {len(specs)} inputs")
-    call = NumpyCall(vm, specs)
+    call = NumpyCall(vm, specs, alignment=64)  # TVM's own kernels assume 64-byte-aligned arguments
 
     def vm_seconds(*inputs: np.ndarray, repeat: int = 5, min_repeat_ms: int = 100) -> float:
         res = vm.time_evaluator("main", tvm.cpu(0), number=1, repeat=repeat,
