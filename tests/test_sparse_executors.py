@@ -438,3 +438,22 @@ def test_one_kernel_serves_every_size():
     B = dense(75, 17, "float32")
     np.testing.assert_allclose(exe(B), other @ B, **tol("float32"))
     assert cache_info()["builds"] + cache_info()["disk_hits"] == before
+
+
+@pytest.mark.parametrize("R,C", [(3, 3), (1, 4), (4, 4), (6, 6)])
+@pytest.mark.parametrize("parallel", [False, True])
+def test_bcsr_spmv_block_shapes_with_alpha_beta(R, C, parallel):
+    # 37 x 29: ragged block rows and block columns; 6 x 6 (36 slots) accumulates per row
+    exe = build(make_bcsr(A32, R, C), kind="spmv", params=BCSRParams(parallel=parallel))
+    x, y = dense(29, 1, "float32")[:, 0], dense(37, 1, "float32")[:, 0]
+    np.testing.assert_allclose(exe(x), A32 @ x, **tol("float32"))
+    np.testing.assert_allclose(exe(x, y, alpha=-2.0, beta=3.0), -2.0 * (A32 @ x) + 3.0 * y, **tol("float32"))
+
+
+def test_bcsr_spmv_keeps_one_accumulator_per_block_slot():
+    from schedules.sparse.executors.bcsr import SPMV_SLOT_ACCUMULATORS
+
+    text = build(make_bcsr(A32, 3, 3), kind="spmv").prim_func.script()
+    assert "(9,)" in text and "xs" in text  # 3 x 3 slot accumulators, x loaded once per block
+    assert 6 * 6 > SPMV_SLOT_ACCUMULATORS
+    assert "xs" not in build(make_bcsr(A32, 6, 6), kind="spmv").prim_func.script()

@@ -5,8 +5,10 @@ the micro-kernel is fully unrolled over ``c`` and ``r`` (``T.unroll``) and
 vectorised over the N tile: ``R * unroll`` accumulator vectors live in
 registers across the block row, each ``B`` row segment is loaded once per
 block column and reused for the R rows, and ``C`` is written once.
-Block rows are split into block-count-balanced parts for ``T.parallel``.
-Reads of ``B`` rows past ``K`` (when ``K % C``) are clamped to row ``K - 1``;
+SpMV keeps one accumulator per block slot instead (blocks of at most
+:data:`SPMV_SLOT_ACCUMULATORS` slots) and loads the block's ``C`` entries of
+``x`` once.  Block rows are split into block-count-balanced parts for
+``T.parallel``.  Reads of ``B`` rows past ``K`` (when ``K % C``) are clamped to row ``K - 1``;
 those slots hold zeros, so ``B`` needs no padding copy.
 
 >>> f = bcsr_spmm_primfunc(BCSRParams(lanes=16, unroll=1), "float32", 2, 3)
@@ -29,10 +31,13 @@ from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, em
 from tvm_ext.errors import InputError
 
 __all__ = ["BCSRParams", "BCSRKernels", "bcsr_spmm_primfunc", "bcsr_spmv_primfunc", "bcsr_source",
-           "MAX_BLOCK"]
+           "MAX_BLOCK", "SPMV_SLOT_ACCUMULATORS"]
 
 #: Largest R or C the unrolled micro-kernel is generated for.
 MAX_BLOCK = 16
+#: Blocks of at most this many slots get the SpMV kernel with one accumulator per slot
+#: (larger ones accumulate per row: the slots would not fit in the vector registers).
+SPMV_SLOT_ACCUMULATORS = 32
 
 
 @dataclass(frozen=True)
@@ -66,6 +71,11 @@ def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spm
 
         emit_interleaved(code_, "b", "indptr[vb]", "indptr[vb + 1]", tier_chains(tier, R), block)
 
+    if spmv and R * C <= SPMV_SLOT_ACCUMULATORS:
+        _emit_spmv_slots(code, params, dtype, R, C)
+        return prim_func_source(f"bcsr{R}x{C}_spmv", bufs, [("alpha", dtype), ("beta", dtype)],
+                                ["M", "K", "MBP", "NB"] + (["NP"] if params.parallel else []), code)
+
     with parallel_items(code, "ib", "MBP - 1", params.parallel,
                         prologue=consumer.part_prologue if consumer else None,
                         epilogue=consumer.part_epilogue if consumer else None):
@@ -86,6 +96,40 @@ def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spm
     sizes += [v for v in (consumer.size_vars if consumer else ()) if v not in sizes]
     name = f"bcsr{R}x{C}_{kind}" + ("_fused" if consumer else "")
     return prim_func_source(name, bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
+
+
+def _emit_spmv_slots(code: Code, params: ExecParams, dtype: str, R: int, C: int) -> None:
+    """SpMV with one accumulator per block slot (OSKI's register-blocked R x C kernel).
+
+    Per block: the ``C`` entries of ``x`` it needs are loaded once (``xs``), then
+    ``R * C`` independent multiply-adds run, one per slot, each into its own
+    accumulator, so no add waits for another; the row sums fold the ``C``
+    accumulators of each row after the block row (accumulating a row's slots
+    in one register would chain ``C`` dependent adds per block).
+    """
+    with parallel_items(code, "ib", "MBP - 1", params.parallel):
+        with code.block('with T.sblock("block_row"):'):
+            code("vb = T.axis.spatial(MBP - 1, ib)")
+            code(f'acc = T.sblock_alloc_buffer(({R * C},), "{dtype}", scope="local")')
+            code(f'xs = T.sblock_alloc_buffer(({C},), "{dtype}", scope="local")')
+            with code.block(f"for s in T.unroll({R * C}):"):
+                code(f"acc[s] = T.{dtype}(0)")
+            with code.block("for b in range(indptr[vb], indptr[vb + 1]):"):
+                with code.block(f"for c in T.unroll({C}):"):
+                    code(f"xs[c] = B[T.min(bcol[b] * {C} + c, K - 1)]")
+                with code.block(f"for r in T.unroll({R}):"):
+                    with code.block(f"for c in T.unroll({C}):"):
+                        code(f"acc[r * {C} + c] = acc[r * {C} + c] + data[b, r, c] * xs[c]")
+            with code.block(f"for r in T.unroll({R}):"):
+                with code.block(f"for c in T.unroll({C - 1}):" if C > 1 else None):
+                    if C > 1:
+                        code(f"acc[r * {C}] = acc[r * {C}] + acc[r * {C} + c + 1]")
+                row = f"vb * {R} + r"
+                with code.block(f"if {row} < M:" if R > 1 else None):
+                    with code.block(f"if beta == T.{dtype}(0):"):
+                        code(f"C_out[{row}] = alpha * acc[r * {C}]")
+                    with code.block("else:"):
+                        code(f"C_out[{row}] = alpha * acc[r * {C}] + beta * C_in[{row}]")
 
 
 def _check_block(R: int, C: int) -> None:
