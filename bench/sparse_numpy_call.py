@@ -186,9 +186,14 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
         t_call = time_python(lambda: exe(B), repeat=repeat, min_repeat_s=min_s).min
         t_out = time_python(lambda: exe(B, out=out), repeat=repeat, min_repeat_s=min_s).min
         t_kernel = exe.time(B, repeat=repeat, min_repeat_ms=int(min_s * 1e3)).min
+    t0 = time.perf_counter()
+    inspect(A, n_cols=n).build()  # warm: the kernels (the measured candidates' too) are in this process
+    t_warm = time.perf_counter() - t0
     row: dict[str, Any] = {"matrix": name, "rows": m, "nnz": A.nnz, "N": n, "dtype": dtype,
                            "format": plan.label, "inspect_ms": t_inspect * 1e3,
-                           "inspect_runs": t_inspect / t_call, "ours_ms": t_call * 1e3,
+                           "inspect_runs": t_inspect / t_call, "inspect_build_ms": t_warm * 1e3,
+                           "inspect_build_runs": t_warm / t_call, "inspect_mnnz_s": A.nnz / t_warm / 1e6,
+                           "ours_ms": t_call * 1e3,
                            "ours_out_ms": t_out * 1e3, "kernel_ms": t_kernel * 1e3}
     for peer, fn in _peers(A, B, n, threads).items():
         settle()  # the previous library's worker threads park before this one is timed
@@ -248,12 +253,16 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
     print(run.header())
     print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; gbs = (bytes of A + B + C) / time of exe(B)\n")
     cols = ["matrix", "N", "nnz", "format", "ours_ms", "ours_out_ms", "kernel_ms"] + \
-        [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_ie", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs"]
+        [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_ie", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs",
+                                      "inspect_build_runs", "inspect_mnnz_s"]
     keep = BenchRun("sparse_numpy_call", out_dir=None)
     keep.rows = rows
     print(keep.markdown(cols))
     large = [r for r in rows if r["nnz"] >= LARGE_NNZ]
     print("\nx_* = peer time / ours at the numpy call (exe(B)); kx_* = peer time / our kernel alone")
+    print("inspect_runs = first inspect(A, N) (kernels loaded from the disk cache) / exe(B); "
+          "inspect_build_runs = inspect(A, N).build() again, kernels in memory (warm), / exe(B); "
+          "inspect_mnnz_s = nnz / that time, in millions")
     for label, sub in (("all", rows), (f">= {LARGE_NNZ // 10**6} M nnz", large)):
         if not sub:
             continue
@@ -268,10 +277,17 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
     xm = [r["x_mkl"] for r in rows if r.get("x_mkl")]
     xi = [r["x_mkl_ie"] for r in rows if r.get("x_mkl_ie")]
     xl = [r["x_mkl"] for r in large if r.get("x_mkl")]
+    runs8 = [r["inspect_build_runs"] for r in large if r["N"] == 8]
+    if runs8:
+        worst = max((r for r in large if r["N"] == 8), key=lambda r: r["inspect_build_runs"])
+        print(f"inspect+build (warm) at N=8, >= 1M nnz: worst {worst['inspect_build_runs']:.1f} runs "
+              f"({worst['matrix']}, {worst['inspect_mnnz_s']:.0f} M nnz/s)")
     met = (xm and xi and geomean(xm) >= 1.5 and geomean(xi) >= 1.2 and (not xl or min(xl) >= 1.0)
-           and max(overhead["N1_overhead_us"], overhead["N8_overhead_us"]) <= 3.0)
+           and max(overhead["N1_overhead_us"], overhead["N8_overhead_us"]) <= 3.0
+           and (not runs8 or max(runs8) <= 20))
     print("goal: geomean >= 1.5x MKL and >= 1.2x MKL I/E at the call, no >= 1M-nnz case below 1x MKL, "
-          f"call overhead <= 3 us -> {'met' if met else 'not met'}")
+          f"call overhead <= 3 us, warm inspect+build <= 20 runs at N=8 on >= 1M nnz "
+          f"-> {'met' if met else 'not met'}")
 
 
 if __name__ == "__main__":
