@@ -27,7 +27,8 @@ from typing import Callable, Sequence
 from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, subst
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["naive_primfunc", "row_tile_primfunc", "scatter_primfunc", "dense_operands",
+__all__ = ["naive_primfunc", "row_tile_primfunc", "vector_rows_primfunc", "vector_rows_fit",
+           "scatter_primfunc", "dense_operands",
            "simplify_guards", "is_row_tile"]
 
 #: Tier widths below this use a masked serial remainder (mirrors the text executors).
@@ -305,8 +306,8 @@ def is_row_tile(nest: SparseNest) -> bool:
 def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
     """The register-blocked row-tile executor of ``nest`` under micro-kernel ``kernel``.
 
-    Returns ``(PrimFunc, uses_part)``; with ``kernel.parallel`` the kernel
-    takes a ``part`` array of row boundaries after the format arrays.
+    Returns ``(PrimFunc, part kind)``; with ``kernel.parallel`` the kernel
+    takes a ``part`` array of row boundaries (kind ``"rows"``) after the format arrays.
     """
     from tvm import tirx
 
@@ -336,7 +337,7 @@ def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
         else:
             with f.loop("serial", 0, M, "i") as i:
                 row_body(i)
-    return f.get(), part is not None
+    return f.get(), ("rows" if part is not None else None)
 
 
 def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, row_level: Level,
@@ -439,6 +440,127 @@ def _guarded(f: _Func, guards: Sequence, vmap: dict, body: Callable[[], None]) -
         body()
 
 
+# ----------------------------------------------------------------------------- SpMV over row vectors
+
+def vector_rows_fit(nest: SparseNest) -> bool:
+    """SpMV rows can share one vector when no inner loop's range depends on the row and each
+    guard on the row is affine in it (it then holds on a whole tile when it holds at both ends)."""
+    if nest.kind != "spmv" or not is_row_tile(nest):
+        return False
+    row = nest.levels[0].var
+    for lv in nest.levels[1:]:
+        if lv.existential or any(v.same_as(row) for v in free_vars(lv.lo) + free_vars(lv.hi)):
+            return False
+    return not any(_indexes_with(g, row) for g in nest.guards)
+
+
+def _indexes_with(expr, var) -> bool:
+    """Whether ``var`` appears inside an index of a buffer read in ``expr``."""
+    from tvm import tirx
+    from tvm.ir.expr import TensorLoad
+
+    if isinstance(expr, TensorLoad):
+        return any(any(v.same_as(var) for v in free_vars(i)) for i in expr.indices)
+    if isinstance(expr, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
+        return False
+    subs = [getattr(expr, n) for n in ("a", "b", "value", "condition", "true_value", "false_value")
+            if hasattr(expr, n)]
+    return any(_indexes_with(e, var) for e in subs)
+
+
+def vector_rows_primfunc(nest: SparseNest, kernel) -> tuple:
+    """SpMV vectorised over ``kernel.lanes`` consecutive rows (one tile per block): contiguous
+    value/column reads when the arrays are row-inner (DIA's ``a_data[p, i]``).  Full tiles whose
+    row guards hold at both ends take the vector path; the rest run lane by lane, guarded.
+    Returns ``(PrimFunc, part kind)`` (``"tiles"``: parts over row tiles)."""
+    from tvm import tirx
+
+    if not vector_rows_fit(nest):
+        raise ScheduleError("vector_rows: needs an SpMV row-outermost nest whose inner ranges do "
+                            "not depend on the row")
+    L = int(kernel.lanes)
+    row_level, inner = nest.levels[0], nest.levels[1:]
+    M = nest.sizes["M"]
+    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if kernel.parallel else None
+    guards = simplify_guards(nest, nest.guards)
+    row_guards = [g for g in guards if any(v.same_as(row_level.var) for v in free_vars(g))]
+    other = [g for g in guards if g not in row_guards]
+    dtype = nest.dtype
+    with _Func(nest, "recipe_rows_spmv", [part] if part is not None else []) as f:
+        T = f.T
+        tiles = tirx.FloorDiv(M + (L - 1), L)
+
+        def tile_body(it):
+            with T.sblock("row_tile"):
+                vt = T.axis.spatial(tiles, it)
+                f.IRBuilder.name("vt", vt)
+                acc = T.sblock_alloc_buffer((L,), dtype, scope="local")
+                f.IRBuilder.name("acc", acc)
+                with f.loop("vectorized", 0, L, "jj") as jj:
+                    f.store(acc, _const(0, dtype), [jj])
+
+                def lanes(vector: bool, vm: dict, guard_rows: bool):
+                    kind = "vectorized" if vector else "serial"
+                    with f.loop(kind, 0, L, "jj") as jj:
+                        row = vt * L + jj
+                        vm2 = dict(vm)
+                        vm2[row_level.var] = row
+                        conds = [subst(g, vm2) for g in row_guards] if guard_rows else []
+                        if not vector:
+                            conds.insert(0, row < M)
+                        with _if(T, _all(conds) if conds else None):
+                            val, b_row = subst(nest.value, vm2), subst(nest.col, vm2)
+                            f.store(acc, acc[jj] + val * f.B[b_row], [jj])
+
+                def reduce(full: bool):
+                    def innermost(vm):
+                        if full and row_guards:
+                            ends = []
+                            for g in row_guards:
+                                for r in (vt * L, vt * L + L - 1):
+                                    ends.append(subst(g, {**vm, row_level.var: r}))
+                            with T.If(_all(ends)):
+                                with T.Then():
+                                    lanes(True, vm, False)
+                                with T.Else():
+                                    lanes(False, vm, True)
+                        else:
+                            lanes(full, vm, not full or bool(row_guards))
+                    _emit_levels(f, inner, other, {}, innermost)
+
+                def write(vector: bool):
+                    kind = "vectorized" if vector else "serial"
+                    for with_beta, branch in ((False, T.Then), (True, T.Else)):
+                        with branch():
+                            with f.loop(kind, 0, L, "jj") as jj:
+                                row = vt * L + jj
+                                with _if(T, None if vector else row < M):
+                                    rhs = f.alpha * acc[jj]
+                                    if with_beta:
+                                        rhs = rhs + f.beta * f.C_in[row]
+                                    f.store(f.C_out, rhs, [row])
+
+                with T.If(vt * L + L <= M):
+                    with T.Then():
+                        reduce(True)
+                        with T.If(f.beta == _const(0, dtype)):
+                            write(True)
+                    with T.Else():
+                        reduce(False)
+                        with T.If(f.beta == _const(0, dtype)):
+                            write(False)
+
+        if kernel.parallel:
+            NP = part.shape[0]
+            with f.loop("parallel", 0, NP - 1, "t") as t:
+                with f.loop("serial", part[t], part[t + 1], "it") as it:
+                    tile_body(it)
+        else:
+            with f.loop("serial", 0, tiles, "it") as it:
+                tile_body(it)
+    return f.get(), ("tiles" if part is not None else None)
+
+
 # ----------------------------------------------------------------------------- scatter
 
 def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
@@ -446,7 +568,7 @@ def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
 
     With ``kernel.parallel`` and ``row_sorted`` (the outermost loop runs over
     row-sorted entries) the entries are cut into row-aligned chunks
-    (``part``), one ``T.parallel`` iteration each.  Returns ``(PrimFunc, uses_part)``.
+    (``part``), one ``T.parallel`` iteration each.  Returns ``(PrimFunc, part kind)``.
     """
     from tvm import tirx
 
@@ -474,7 +596,9 @@ def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
             _all_columns(f, tiers, lambda c: f.store(
                 f.C_out, f.c(f.C_out, row, c) + scaled * f.c(f.B, b_row, c), [row, c] if not spmv else [row]))
 
-        if parallel:
+        if row_sorted and len(nest.levels) == 1 and not guards:
+            _segmented_runs(f, nest, tiers, part)
+        elif parallel:
             first, rest = nest.levels[0], nest.levels[1:]
             NP = part.shape[0]
             with f.loop("parallel", 0, NP - 1, "t") as t:
@@ -482,7 +606,59 @@ def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
                     _emit_levels(f, rest, guards, {first.var: p}, update)
         else:
             _emit_levels(f, nest.levels, guards, {}, update)
-    return f.get(), part is not None
+    return f.get(), ("chunks" if part is not None else None)
+
+
+def _segmented_runs(f: _Func, nest: SparseNest, tiers: Sequence[_Tier], part) -> None:
+    """Row-sorted entries: each column tile sums a run of equal output rows in registers
+    and adds it to ``C_out`` once, when the row changes (segmented sum)."""
+    from contextlib import ExitStack
+
+    from tvm import tirx
+
+    T = f.T
+    lv = nest.levels[0]
+    dtype = nest.dtype
+    with ExitStack() as outer:
+        if part is not None:
+            NP = part.shape[0]
+            t = outer.enter_context(f.loop("parallel", 0, NP - 1, "t"))
+        for tier in tiers:
+            with ExitStack() as stack:
+                if tier.cond is not None:
+                    stack.enter_context(_if(T, tier.cond))
+                if tier.count is not None:
+                    jo = stack.enter_context(f.loop("serial", 0, tier.count, "jo"))
+                stack.enter_context(T.sblock(f"run{tier.suffix}"))
+                if part is not None:
+                    vt = T.axis.spatial(NP - 1, t)
+                    f.IRBuilder.name("vt", vt)
+                    lo, hi = part[vt], part[vt + 1]
+                else:
+                    lo, hi = lv.lo, lv.hi
+                vj = None
+                if tier.count is not None:
+                    vj = T.axis.spatial(tier.count, jo)
+                    f.IRBuilder.name("vj", vj)
+                base = None if tier.base is None else tier.base(vj)
+                acc = T.sblock_alloc_buffer((1, tier.width), dtype, scope="local")
+                f.IRBuilder.name("acc", acc)
+
+                def col(lane):
+                    return None if base is None else base + lane
+                _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [0, lane]))
+                with f.loop("serial", lo, hi, lv.name) as p:
+                    row, b_row, val = (subst(e, {lv.var: p}) for e in (nest.row, nest.col, nest.value))
+                    nxt = subst(nest.row, {lv.var: tirx.Min(p + 1, lv.hi - 1)})
+                    _lanes(f, tier, lambda lane: f.store(
+                        acc, acc[0, lane] + val * f.c(f.B, b_row, col(lane)), [0, lane]))
+                    with T.If(tirx.Or(tirx.EQ(p + 1, hi), tirx.NE(nxt, row))):
+                        with T.Then():
+                            def flush(lane):
+                                idx = [row, col(lane)] if nest.kind == "spmm" else [row]
+                                f.store(f.C_out, f.c(f.C_out, row, col(lane)) + f.alpha * acc[0, lane], idx)
+                                f.store(acc, _const(0, dtype), [0, lane])
+                            _lanes(f, tier, flush)
 
 
 def _all_columns(f: _Func, tiers: Sequence[_Tier], stmt: Callable) -> None:

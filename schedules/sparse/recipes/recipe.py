@@ -106,6 +106,8 @@ class Recipe:
             return lower.naive_primfunc(nest), False
         kernel = MicroKernel.from_params(params)
         if isinstance(how, RowTile):
+            if how.vector_rows and lower.vector_rows_fit(nest):
+                return lower.vector_rows_primfunc(nest, kernel)
             return lower.row_tile_primfunc(nest, kernel)
         return lower.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest))
 
@@ -237,8 +239,8 @@ class RecipeKernels(FormatKernels):
         return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt))
 
     def primfunc(self, fmt, params, kind, transpose):
-        func, uses_part = self.recipe._primfunc(fmt.dtype.name, kind, params)
-        self._parts[(kind, params.kernel_key())] = uses_part
+        func, part_kind = self.recipe._primfunc(fmt.dtype.name, kind, params)
+        self._parts[(kind, params.kernel_key())] = part_kind
         return func
 
     def signature(self, fmt, params, kind, transpose):
@@ -247,16 +249,18 @@ class RecipeKernels(FormatKernels):
     def arrays(self, fmt, params, kind, transpose, threads):
         nest = self.recipe.nest(fmt.dtype.name, kind)
         out = [fmt.arrays[n] for n in nest.buffers]
-        uses_part = self._parts.get((kind, params.kernel_key()))
-        if uses_part is None:
-            uses_part = self.recipe._primfunc(fmt.dtype.name, kind, params)[1]
-        if uses_part:
-            out.append(self._part(fmt, nest, params, threads))
+        key = (kind, params.kernel_key())
+        if key not in self._parts:
+            self._parts[key] = self.recipe._primfunc(fmt.dtype.name, kind, params)[1]
+        if self._parts[key]:
+            out.append(self._part(fmt, nest, params, threads, self._parts[key]))
         return out
 
-    def _part(self, fmt, nest, params, threads) -> np.ndarray:
+    def _part(self, fmt, nest, params, threads, part_kind: str) -> np.ndarray:
         n = params.n_parts(threads)
-        if isinstance(self.recipe._lowering(), Scatter):
+        if part_kind == "tiles":
+            return uniform_parts(-(-fmt.shape[0] // params.lanes), n)
+        if part_kind == "chunks":
             comp = nest.meta["compaction"]
             return row_aligned_chunks(fmt.arrays[f"explicit_{comp['levels'][0]}"], n)
         if "offset" in fmt.arrays and len(nest.levels) > 1 and any(

@@ -68,10 +68,17 @@ class Reorder:
 
 @dataclass(frozen=True)
 class RowTile:
-    """Lower with :func:`~.lower.row_tile_primfunc` (the micro-kernel steps)."""
+    """Lower with :func:`~.lower.row_tile_primfunc` (the micro-kernel steps); with
+    ``vector_rows``, SpMV nests whose inner ranges do not depend on the row use
+    :func:`~.lower.vector_rows_primfunc` (one vector over ``lanes`` rows) instead."""
 
-    label: str = ("parallel(row parts) -> tile_columns(N, lanes, unroll) -> interleave(innermost) "
-                  "-> vectorize(lanes)")
+    vector_rows: bool = True
+
+    @property
+    def label(self) -> str:
+        text = ("parallel(row parts) -> tile_columns(N, lanes, unroll) -> interleave(innermost) "
+                "-> vectorize(lanes)")
+        return text + (" [SpMV: vectorize(rows)]" if self.vector_rows else "")
 
 
 @dataclass(frozen=True)

@@ -40,7 +40,7 @@ from schedules.sparse import transforms as tf
 from schedules.sparse.recipes.nest import Level, SparseNest, format_buffer, free_vars, loads
 from tvm_ext.errors import InputError, ScheduleError
 
-__all__ = ["Step", "MakeDense", "Tile", "Skew", "Shift", "Permute", "Normalize", "Known", "Compact",
+__all__ = ["Step", "MakeDense", "Tile", "Skew", "Shift", "Permute", "Normalize", "Known", "Project", "Compact",
            "CompactAndPad", "resolve_size"]
 
 Size = "int | Callable[[Any, Any], Any]"
@@ -338,6 +338,32 @@ class Known(Step):
 
     def on_space(self, space, csr):
         return tf.known(space, self.level, hi=self.bound(csr))
+
+
+@dataclass(frozen=True)
+class Project(Step):
+    """Eliminate loop ``level`` existentially: it becomes an inner search loop of the nest
+    (still executable) and disappears from the inspected space (information is lost, so a
+    later compact-and-pad may find two entries in one slot)."""
+
+    level: str
+
+    @property
+    def label(self) -> str:
+        return f"project({self.level})"
+
+    def on_nest(self, nest: SparseNest) -> SparseNest:
+        at = nest.index(self.level, self.label)
+        lv = nest.levels[at]
+        if lv.existential:
+            raise ScheduleError(f"{self.label}: loop {self.level} is already existential")
+        rest = nest.levels[:at] + nest.levels[at + 1:]
+        dense = tuple(x for x in rest if not x.existential)
+        exist = tuple(x for x in rest if x.existential)
+        return nest.replace(self.label, levels=dense + (dataclasses.replace(lv, existential=True),) + exist)
+
+    def on_space(self, space, csr):
+        return tf.project(space, self.level)
 
 
 # ----------------------------------------------------------------------------- compaction
