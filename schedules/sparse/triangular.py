@@ -245,9 +245,74 @@ def executor_segments(schedule: LevelSchedule | None, n: int,
     return level_segments(schedule.level_ptr, mpr)
 
 
+def _split_func(dtype: str):
+    """TIR (row-parallel): off-diagonal part and diagonal of a CSR matrix whose every
+    row holds exactly one diagonal entry, so the off-diagonal part of row ``r``
+    starts at ``indptr[r] - r``.  ``ndiag[r]`` counts the row's diagonal entries;
+    writes are bounds-guarded, and the caller discards the result unless every
+    count is 1."""
+    import tvm
+    from tvm.script import tirx as T
+
+    src = f"""
+@T.prim_func
+def split(indptr_h: T.handle, indices_h: T.handle, data_h: T.handle, oidx_h: T.handle,
+          odata_h: T.handle, diag_h: T.handle, ndiag_h: T.handle):
+    n = T.int32()
+    np1 = T.int32()
+    m = T.int32()
+    mo = T.int32()
+    indptr = T.match_buffer(indptr_h, (np1,), "int32")
+    indices = T.match_buffer(indices_h, (m,), "int32")
+    data = T.match_buffer(data_h, (m,), {dtype!r})
+    oidx = T.match_buffer(oidx_h, (mo,), "int32")
+    odata = T.match_buffer(odata_h, (mo,), {dtype!r})
+    diag = T.match_buffer(diag_h, (n,), {dtype!r})
+    ndiag = T.match_buffer(ndiag_h, (n,), "int32")
+    for r in T.parallel(n):
+        start = T.bind(indptr[r])
+        ndiag[r] = 0
+        diag[r] = T.Cast({dtype!r}, 0)
+        for p in range(indptr[r + 1] - start):
+            c = T.bind(indices[start + p])
+            if c == r:
+                diag[r] = data[start + p]
+                ndiag[r] = ndiag[r] + 1
+            else:
+                dst = T.bind(start - r + p - ndiag[r])
+                if dst >= 0 and dst < mo:
+                    oidx[dst] = c
+                    odata[dst] = data[start + p]
+"""
+    return tvm.script.from_source(src, extra_vars={"T": T})
+
+
 def _split_diagonal(B: sp.csr_array) -> tuple[sp.csr_array, np.ndarray, np.ndarray]:
-    """Off-diagonal part of canonical ``B``, its diagonal, and 'has a diagonal entry'."""
+    """Off-diagonal part of canonical ``B``, its diagonal, and 'has a diagonal entry'.
+
+    One row-parallel TIR pass when every row has its diagonal entry (every
+    matrix a sweep accepts); numpy otherwise, to name the rows without one.
+    """
     n = B.shape[0]
+    if n and B.nnz > n and str(B.dtype) in SUPPORTED_DTYPES:
+        import tvm
+
+        from schedules.sparse.level_sets import _kernel, _tensor
+
+        name = str(B.dtype)
+        cpu = tvm.cpu(0)
+        mo = B.nnz - n
+        oidx = tvm.runtime.empty((mo,), "int32", cpu)
+        odata = tvm.runtime.empty((mo,), name, cpu)
+        diag = tvm.runtime.empty((n,), name, cpu)
+        ndiag = tvm.runtime.empty((n,), "int32", cpu)
+        _kernel(f"split_diagonal_{name}", lambda: _split_func(name))["main"](
+            _tensor(B.indptr.astype(_I32, copy=False)), _tensor(B.indices.astype(_I32, copy=False)),
+            _tensor(B.data), oidx, odata, diag, ndiag)
+        if (ndiag.numpy() == 1).all():
+            indptr = B.indptr.astype(_I32) - np.arange(n + 1, dtype=_I32)
+            O = sp.csr_array((odata.numpy(), oidx.numpy(), indptr), shape=B.shape)
+            return O, diag.numpy(), np.ones(n, dtype=bool)
     rows = np.repeat(np.arange(n, dtype=_I32), np.diff(B.indptr))
     on = B.indices == rows
     diag = np.zeros(n, dtype=B.dtype)
@@ -359,7 +424,7 @@ class SweepExecutor:
         cpu = tvm.cpu(0)
         dummy = lambda a, dt: a if a.size else np.zeros(1, dt)  # noqa: E731 - no 0-size buffers
         self._args = [tvm.runtime.tensor(a, cpu) for a in (
-            off.indptr.astype(_I32), dummy(off.indices.astype(_I32), _I32),
+            off.indptr.astype(_I32, copy=False), dummy(off.indices.astype(_I32, copy=False), _I32),
             dummy(off.data, self.dtype), (1.0 / diag).astype(self.dtype), seg_ptr, seg_par)]
         self.offdiag_nnz = int(off.nnz)
         self.segments = int(seg_ptr.size - 1)
