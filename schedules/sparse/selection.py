@@ -593,9 +593,9 @@ def _interleaved_best(exes: dict[str, Any], B: np.ndarray, rounds: int) -> dict[
 
     Taking turns spreads a burst of other load over every candidate alike (timing one
     candidate's runs back to back would hand the burst to one of them); the fastest run
-    is the kernel's own time, least disturbed.  One untimed call each first (page-in).
+    is the kernel's own time, least disturbed (a first, cold run never is the fastest).
     """
-    outs = {label: np.empty_like(exe(B)) for label, exe in exes.items()}
+    outs = {label: np.empty(exe.shape[:1] + B.shape[1:], B.dtype) for label, exe in exes.items()}
     best = dict.fromkeys(exes, float("inf"))
     for _ in range(max(int(rounds), 1)):
         for label, exe in exes.items():
