@@ -1,40 +1,14 @@
-"""ISA Mapper §2.1: ISAMIR, the three-operand IR that describes kernels and instructions alike.
+"""ISAMIR's data (ISA Mapper §2.1): affine rows, accesses, statements, axes, buffers, programs.
 
-A :class:`Program` is a ``forall`` over loop axes holding a list of
-three-operand :class:`Statement` s (``dst op= src``).  Every buffer access is
-affine: one :class:`Affine` row per buffer dimension, i.e. an *access matrix*
-with buffer dimensions on the rows and loop axes on the columns.  Each
-statement runs over its whole domain (the axes it mentions) before the next
-one starts; axes that appear in the source but not in the destination are
-reduced by the statement's operator.
-
-The text form is the paper's (Listing 4)::
-
-    >>> p = parse_isamir('''
-    ... forall i,j,k {
-    ... tmp[i][j][k] := A[i][k];
-    ... tmp[i][j][k] *= B[k][j];
-    ... C[i][j] += tmp[i][j][k];
-    ... }''', extents={"i": 4, "j": 3, "k": 2})
-    >>> print(p)
-    forall i,j,k {
-    tmp[i][j][k] := A[i][k];
-    tmp[i][j][k] *= B[k][j];
-    C[i][j] += tmp[i][j][k];
-    }
-    >>> import numpy as np
-    >>> a, b = np.ones((4, 2), "float32"), np.ones((2, 3), "float32")
-    >>> float(evaluate(p, {"A": a, "B": b})["C"][0, 0])
-    2.0
-
-:func:`evaluate` is the reference semantics (a numpy interpreter): every
-transformation in :mod:`tensorize.transforms` is checked against it.
+>>> from tensorize.isamir import parse_isamir
+>>> p = parse_isamir("forall i:4,k:2 { c[i] += A[i][k]; }")
+>>> sorted(p.statements[0].reduced_axes), p.buffer("A").shape
+(['k'], (4, 2))
 """
 from __future__ import annotations
 
 import functools
 import math
-import re
 from dataclasses import dataclass, replace
 from typing import Iterable, Mapping, Sequence, Union
 
@@ -45,7 +19,9 @@ from tvm_ext.errors import InputError
 __all__ = [
     "OPS",
     "REDUCE_OPS",
+    "ASSOCIATIVE_OPS",
     "FUNCTIONS",
+    "ZERO_PRESERVING",
     "Affine",
     "Access",
     "Const",
@@ -54,11 +30,7 @@ __all__ = [
     "Axis",
     "Buffer",
     "Program",
-    "parse_isamir",
-    "evaluate",
-    "prepare_arrays",
-    "run_statement",
-    "collect_outputs",
+    "infer_shape",
 ]
 
 #: The statement operators.  ``:=`` assigns; the others update ``dst`` in place.
@@ -85,15 +57,6 @@ FUNCTIONS = {
 }
 #: Functions with f(0) == 0 (padding with zeros stays zero through them).
 ZERO_PRESERVING = frozenset({"tanh", "sqrt", "abs", "neg"})
-
-_UFUNC = {
-    "+=": np.add,
-    "-=": np.subtract,
-    "*=": np.multiply,
-    "/=": np.divide,
-    "max=": np.maximum,
-    "min=": np.minimum,
-}
 
 
 # --------------------------------------------------------------------------- data
@@ -533,236 +496,3 @@ def infer_shape(program: Program, buffer: str, shape: Sequence[int | None] | Non
             if out[d] is not None:
                 out[d] = max(out[d] or 0, hi + 1)
     return tuple(out)
-
-
-# --------------------------------------------------------------------------- parser
-
-def _parse_affine(text: str, axes: set[str], constants: Mapping[str, int], where: str) -> Affine:
-    s = text.replace(" ", "")
-    if not s:
-        raise InputError(f"{where}: empty index")
-    coeffs: dict[str, int] = {}
-    const = 0
-    for term in re.findall(r"[+-]?[^+-]+", s):
-        sign = -1 if term.startswith("-") else 1
-        term = term.lstrip("+-")
-        factors = term.split("*")
-        c = sign
-        axis = None
-        for f in factors:
-            if f.isdigit():
-                c *= int(f)
-            elif f in axes:
-                if axis is not None:
-                    raise InputError(f"{where}: non-affine index {text!r} (product of axes)")
-                axis = f
-            elif f in constants:
-                c *= int(constants[f])
-            else:
-                raise InputError(f"{where}: unknown name {f!r} in index {text!r}")
-        if axis is None:
-            const += c
-        else:
-            coeffs[axis] = coeffs.get(axis, 0) + c
-    return Affine.of(coeffs, const)
-
-
-def _parse_operand(text: str, axes: set[str], constants: Mapping[str, int], where: str):
-    text = text.strip()
-    m = re.fullmatch(r"(\w+)\((.*)\)", text)
-    if m and m.group(1) in FUNCTIONS:
-        inner, _ = _parse_operand(m.group(2), axes, constants, where)
-        return inner, m.group(1)
-    try:
-        return Const(float(text)), None
-    except ValueError:
-        pass
-    m = re.fullmatch(r"([A-Za-z_]\w*)((?:\[[^\]]*\])*)", text)
-    if not m:
-        raise InputError(f"{where}: cannot parse operand {text!r}")
-    rows = tuple(
-        _parse_affine(ix, axes, constants, where) for ix in re.findall(r"\[([^\]]*)\]", m.group(2))
-    )
-    return Access(m.group(1), rows), None
-
-
-def parse_isamir(
-    text: str,
-    *,
-    extents: Mapping[str, int | None] | None = None,
-    constants: Mapping[str, int] | None = None,
-    shapes: Mapping[str, Sequence[int]] | None = None,
-    temps: Iterable[str] | None = None,
-    dtype: str = "float32",
-    name: str = "main",
-) -> Program:
-    """Parse the paper's listing syntax into a :class:`Program`.
-
-    Domains come from ``forall i:16, j`` or ``extents`` (a missing extent means
-    *any size*).  Names that are not axes (``s`` in ``s*i``) are looked up in
-    ``constants``.  Buffers named ``tmp...`` (or listed in ``temps``) are
-    temporaries; other written buffers are outputs, the rest inputs.
-
-    >>> parse_isamir("forall i:8 { C[i] := A[i]; C[i] += B[i]; }").buffer("C").shape
-    (8,)
-    """
-    constants = dict(constants or {})
-    body = text.strip()
-    m = re.match(r"forall\s+([^{]*)\{(.*)\}\s*$", body, re.S)
-    if not m:
-        raise InputError("ISAMIR text: expected 'forall axes { statements }'")
-    ext = dict(extents or {})
-    axes: list[Axis] = []
-    for item in filter(None, (x.strip() for x in m.group(1).split(","))):
-        nm, _, e = item.partition(":")
-        nm = nm.strip()
-        e = e.strip()
-        if e and e != "?":
-            ext.setdefault(nm, int(e))
-        axes.append(Axis(nm, ext.get(nm)))
-    axis_set = {a.name for a in axes}
-    statements = []
-    for k, raw in enumerate(x.strip() for x in m.group(2).split(";")):
-        if not raw:
-            continue
-        where = f"ISAMIR text statement {k} `{raw}`"
-        sm = re.fullmatch(r"(.+?)\s*(:=|\+=|-=|\*=|/=|max=|min=)\s*(.+)", raw, re.S)
-        if not sm:
-            raise InputError(f"{where}: expected 'dst op= src'")
-        dst, fn0 = _parse_operand(sm.group(1), axis_set, constants, where)
-        if not isinstance(dst, Access) or fn0:
-            raise InputError(f"{where}: destination must be a buffer access")
-        src, fn = _parse_operand(sm.group(3), axis_set, constants, where)
-        statements.append(Statement(sm.group(2), dst, src, fn))
-    temps = set(temps or ())
-    written = {s.dst.buffer for s in statements}
-    order: list[str] = []
-    for s in statements:
-        for acc in (s.src, s.dst):
-            if isinstance(acc, Access) and acc.buffer not in order:
-                order.append(acc.buffer)
-    prog = Program(tuple(axes), (), tuple(statements), name=name)
-    buffers = []
-    for b in order:
-        role = "temp" if (b in temps or b.startswith("tmp")) else ("output" if b in written else "input")
-        given = (shapes or {}).get(b)
-        shape = tuple(given) if given is not None else infer_shape(prog, b)
-        buffers.append(Buffer(b, shape, dtype, role))
-    params = tuple(b.name for b in buffers if b.role == "input") + tuple(
-        b.name for b in buffers if b.role == "output"
-    )
-    return replace(prog, buffers=tuple(buffers), params=params).validate()
-
-
-# --------------------------------------------------------------------------- semantics
-
-
-def to_internal(buf: Buffer, array: np.ndarray) -> np.ndarray:
-    """Apply ``buf.layout`` to a caller array (zero padding for ``pad``)."""
-    out = np.asarray(array)
-    for op in buf.layout:
-        if op[0] == "transpose":
-            out = out.transpose(op[1])
-        elif op[0] == "reshape":
-            out = out.reshape(op[2])
-        elif op[0] == "pad":
-            out = np.pad(out, [(0, n - o) for o, n in zip(op[1], op[2])])
-    return np.array(out, order="C")
-
-
-def to_interface(buf: Buffer, array: np.ndarray) -> np.ndarray:
-    """Undo ``buf.layout`` (crop, reshape back, transpose back)."""
-    out = np.asarray(array)
-    for op in reversed(buf.layout):
-        if op[0] == "transpose":
-            out = out.transpose(np.argsort(op[1]))
-        elif op[0] == "reshape":
-            out = out.reshape(op[1])
-        elif op[0] == "pad":
-            out = out[tuple(slice(0, o) for o in op[1])]
-    return np.array(out, order="C")
-
-
-def _operand_values(acc: Operand, arrays: Mapping[str, np.ndarray], env, shape):
-    if isinstance(acc, Const):
-        return np.full(shape, acc.value)
-    idx = tuple(np.broadcast_to(np.asarray(r.evaluate(env)), shape) for r in acc.rows)
-    return np.broadcast_to(arrays[acc.buffer][idx] if idx else arrays[acc.buffer][()], shape)
-
-
-def _scalar_update(op: str, cur, vals: np.ndarray):
-    """``cur op= vals`` reduced over every element of ``vals``."""
-    with np.errstate(all="ignore"):
-        if op == "+=":
-            return cur + vals.sum()
-        if op == "-=":
-            return cur - vals.sum()
-        if op == "*=":
-            return cur * vals.prod()
-        if op == "/=":
-            return cur / vals.prod()
-        return _UFUNC[op](cur, _UFUNC[op].reduce(vals.ravel()) if vals.size else cur)
-
-
-def prepare_arrays(program: Program, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Internal-layout arrays for every buffer: inputs (and given outputs) converted, the rest zeros."""
-    arrays: dict[str, np.ndarray] = {}
-    for b in program.buffers:
-        if any(s is None for s in b.shape):
-            raise InputError(f"evaluate: buffer {b.name} has a flexible shape; instantiate() first")
-        if b.name in inputs:
-            arr = np.asarray(inputs[b.name], dtype=b.dtype)
-            if arr.shape != tuple(b.interface_shape):
-                raise InputError(f"evaluate: {b.name} has shape {arr.shape}, expected {b.interface_shape}")
-            arrays[b.name] = to_internal(b, arr).astype(b.dtype, copy=True)
-        elif b.role == "input":
-            raise InputError(f"evaluate: missing input {b.name!r}")
-        else:
-            arrays[b.name] = np.zeros(b.shape, dtype=b.dtype)
-    return arrays
-
-
-def run_statement(program: Program, k: int, arrays: dict[str, np.ndarray]) -> None:
-    """Execute statement ``k`` over its whole domain, updating ``arrays`` in place."""
-    s = program.statements[k]
-    axes = program.statement_axes(k)
-    shape = tuple(program.extent(a) for a in axes)
-    grids = np.indices(shape, sparse=True) if axes else []
-    env = dict(zip(axes, grids))
-    vals = _operand_values(s.src, arrays, env, shape)
-    if s.fn:
-        with np.errstate(all="ignore"):
-            vals = FUNCTIONS[s.fn](vals.astype(np.float64))
-    dst = arrays[s.dst.buffer]
-    idx = tuple(np.broadcast_to(np.asarray(r.evaluate(env)), shape) for r in s.dst.rows)
-    if s.op == ":=":
-        dst[idx] = vals
-    elif dst.ndim == 0:
-        dst[()] = _scalar_update(s.op, dst[()], np.asarray(vals, dtype=dst.dtype))
-    else:
-        with np.errstate(all="ignore"):
-            _UFUNC[s.op].at(dst, idx, np.asarray(vals, dtype=dst.dtype))
-
-
-def collect_outputs(program: Program, arrays: Mapping[str, np.ndarray], return_all: bool = False) -> dict:
-    """Outputs (or every buffer) in the caller's layout."""
-    out = {}
-    for b in program.buffers:
-        if return_all or b.role == "output":
-            out[b.name] = to_interface(b, arrays[b.name]) if b.role != "temp" else arrays[b.name]
-    return out
-
-
-def evaluate(
-    program: Program, inputs: Mapping[str, np.ndarray], *, return_all: bool = False
-) -> dict[str, np.ndarray]:
-    """Run ``program`` with numpy (the reference semantics of ISAMIR).
-
-    ``inputs`` holds every input buffer and, optionally, initial values of
-    outputs (default zeros), in the caller's layout.  Returns the outputs (or
-    every buffer with ``return_all``), in the caller's layout.
-    """
-    arrays = prepare_arrays(program, inputs)
-    for k in range(len(program.statements)):
-        run_statement(program, k, arrays)
-    return collect_outputs(program, arrays, return_all)
