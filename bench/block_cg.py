@@ -1,12 +1,17 @@
 """Benchmark: Block CG (GOGETA Alg. 1) time per iteration, fused vs unfused TVM vs numpy/scipy vs scipy cg.
 
-Matrices: ``lap2d(1000)`` (ecology1-sized, 1M rows), ``make_spd(nasa4704)``
-and the 27-point ``lap3d(100)``; N in {1, 8, 16}.  For each case every solver
+Matrices: ``make_spd(nasa4704)`` and ``lap2d(300)`` (cache-resident), pyamg's
+Q1 elasticity FEM (``fem_elasticity(800)``: 1.28M rows, 16M nnz) and
+``lap2d(1000)`` (ecology1-sized); N in {1, 8, 16} ({1, 8} with ``--quick``).  A read-bandwidth probe (numpy sums over
+4 MB - 1 GB arrays) finds the cache cliff, and each case is labelled cache- or
+DRAM-resident by its per-iteration working set.  For each case every solver
 runs the same ``K`` iterations from ``X0 = 0`` (before any column converges,
 so no restart happens) and the best of ``--repeat`` runs is kept:
 
 * **fused**: the plan's groups as TVM kernels (SpMM+Δ, X/R/Γ, P);
 * **unfused**: one TVM kernel per op (the plain executor, then single ops);
+* **gogeta**: ``fused="auto"``, whichever of the two ran faster in a few
+  iterations measured when the solver was built (fusion never loses);
 * **numpy**: the same Alg. 1 with scipy's SpMM and numpy/BLAS;
 * **scipy cg** (N = 1 only): ``scipy.sparse.linalg.cg`` per iteration.
 
@@ -29,16 +34,42 @@ import scipy.sparse.linalg as spla
 
 from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python
 
-QUICK = {"lap2d": 200, "lap3d27": 24, "iters": 10, "ns": (1, 8, 16)}
-FULL = {"lap2d": 1000, "lap3d27": 100, "iters": 10, "ns": (1, 8, 16)}
+QUICK = {"matrices": ("nasa4704", "lap2d(300)", "fem_elasticity(800)"), "iters": 10, "ns": (1, 8)}
+FULL = {"matrices": ("nasa4704", "lap2d(300)", "fem_elasticity(400)", "fem_elasticity(800)", "lap2d(1000)"),
+        "iters": 10, "ns": (1, 8, 16)}
 
 
 def matrices(sizes: dict) -> dict:
-    from tvm_ext.workloads import lap2d, lap3d, load_matrix, make_spd
+    """Name -> factory: the bundled nasa4704 (made SPD), 5-point Laplacians and pyamg's Q1 elasticity FEM."""
+    from tvm_ext.workloads import fem_elasticity, lap2d, load_matrix, make_spd
 
-    return {f"lap2d({sizes['lap2d']})": lambda: lap2d(sizes["lap2d"]),
-            "nasa4704 (make_spd)": lambda: make_spd(load_matrix("nasa4704")),
-            f"lap3d({sizes['lap3d27']}) 27pt": lambda: lap3d(sizes["lap3d27"], 27)}
+    make = {"nasa4704": lambda: make_spd(load_matrix("nasa4704"))}
+    for name in sizes["matrices"]:
+        if name.startswith("lap2d("):
+            make[name] = (lambda n=int(name[6:-1]): lap2d(n))
+        elif name.startswith("fem_elasticity("):
+            make[name] = (lambda n=int(name[15:-1]): fem_elasticity(n))
+    return {name: make[name] for name in sizes["matrices"]}
+
+
+def working_set_bytes(A, N: int) -> int:
+    """Bytes one iteration streams at least once: A (CSR) and X, R, P, S (M x N float64)."""
+    return int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes) + 4 * A.shape[0] * N * 8
+
+
+def cache_cliff(sizes_mb: Sequence[int] = (4, 16, 64, 256, 1024), repeat: int = 5) -> tuple[int, list]:
+    """Measure read bandwidth (``a.sum()``) over growing arrays; the cliff is the smallest size whose
+    bandwidth is at most half the smallest size's (out of cache).  Returns (cliff bytes, [(MB, GB/s)])."""
+    probe = []
+    for mb in sizes_mb:
+        a = np.ones(mb * (1 << 20) // 8)
+        a.sum()
+        t = time_python(a.sum, repeat=repeat, min_repeat_s=0.0)
+        probe.append((mb, a.nbytes / t.min / 1e9))
+        del a
+    cached = probe[0][1]
+    cliff = next((mb for mb, bw in probe if bw <= 0.5 * cached), probe[-1][0])
+    return cliff * (1 << 20), probe
 
 
 def _per_iteration(solve, repeat: int) -> tuple[float, object]:
@@ -103,25 +134,34 @@ def _peer_main(spec: list[str], quick: bool) -> None:
     print(json.dumps({"numpy_ms": t * 1e3, "scipy_cg_ms": _scipy_cg_per_iteration(A, B[:, 0], iters) * 1e3}))
 
 
-def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: int, quick: bool) -> None:
+def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: int, quick: bool,
+         cliff: int) -> None:
     from schedules.fusion.block_cg import BlockCG
     from schedules.fusion.cg_compare import modelled_traffic
 
     B = np.random.default_rng(N).standard_normal((A.shape[0], N))
-    row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz, "N": N, "iters": iters}
-    for fused in (True, False):
+    ws = working_set_bytes(A, N)
+    row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz, "N": N, "iters": iters,
+           "working_set_mb": ws / (1 << 20), "resident": "DRAM" if ws >= cliff else "cache"}
+    for fused in (True, False, "auto"):
         solver = BlockCG(A, N, fused=fused)
         t, res = _per_iteration(lambda: solver.solve(B, rtol=1e-30, maxiter=iters), repeat)
-        key = "fused" if fused else "unfused"
+        key = {True: "fused", False: "unfused", "auto": "gogeta"}[fused]
         row[f"{key}_ms"] = t * 1e3
-        row[f"{key}_kernels_ms"] = _kernel_seconds(solver, B) * 1e3
         row[f"{key}_restarts"] = res.restarts
+        if fused == "auto":
+            row["gogeta_choice"] = "fused" if solver.fused else "unfused"
+            row["choice_fused_ms"] = solver.selection.fused_seconds * 1e3
+            row["choice_unfused_ms"] = solver.selection.unfused_seconds * 1e3
+        else:
+            row[f"{key}_kernels_ms"] = _kernel_seconds(solver, B) * 1e3
     peers = _peers_in_subprocess(name, N, iters, repeat, threads, quick)
     row["numpy_ms"], row["numpy_blas_threads"] = peers["numpy_ms"], peers["numpy_blas_threads"]
     row["scipy_cg_ms"] = peers["scipy_cg_ms"] if N == 1 else None
     row["modelled"] = modelled_traffic(A.shape[0], N, A.nnz)["reduction"]
     run.add(row)
-    print(f"  {name} N={N}: fused {row['fused_ms']:.3f} ms, unfused {row['unfused_ms']:.3f} ms, "
+    print(f"  {name} N={N} ({row['resident']}, {row['working_set_mb']:.0f} MB): fused {row['fused_ms']:.3f} ms, "
+          f"unfused {row['unfused_ms']:.3f} ms, gogeta ({row['gogeta_choice']}) {row['gogeta_ms']:.3f} ms, "
           f"numpy {row['numpy_ms']:.3f} ms per iteration", flush=True)
 
 
@@ -151,26 +191,32 @@ def main(argv: Sequence[str] | None = None) -> None:
     out = None if args.out in ("", "none") else args.out
     run = BenchRun("block_cg", out_dir=out)
     print(run.header())
+    cliff, probe = cache_cliff()
+    print("read bandwidth (numpy sum): " + ", ".join(f"{mb} MB {bw:.1f} GB/s" for mb, bw in probe)
+          + f"; a working set >= {cliff >> 20} MB counts as DRAM-resident")
     for name, make in matrices(sizes).items():
         A = make()
         for N in args.n or sizes["ns"]:
-            case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick)
+            case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick, cliff)
     print(f"\n## Block CG, milliseconds per iteration ({sizes['iters']} iterations from X0 = 0, best of "
-          f"{args.repeat}); kernels = sum of the steps' kernel times; modelled = GOGETA SEQ-Flex / GOGETA-map "
-          "DRAM words per iteration\n")
-    print(run.markdown(["matrix", "N", "fused_ms", "unfused_ms", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms",
-                        "unfused_kernels_ms", "modelled"],
+          f"{args.repeat}); gogeta = fused='auto' (the faster schedule in a few measured iterations at build "
+          "time); kernels = sum of the steps' kernel times; modelled = GOGETA SEQ-Flex / GOGETA-map DRAM "
+          "words per iteration\n")
+    print(run.markdown(["matrix", "N", "resident", "working_set_mb", "fused_ms", "unfused_ms", "gogeta_ms",
+                        "gogeta_choice", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms", "unfused_kernels_ms",
+                        "modelled"],
                        ratios={"unfused/fused": ("unfused_ms", "fused_ms"),
+                               "unfused/gogeta": ("unfused_ms", "gogeta_ms"),
                                "kernels unfused/fused": ("unfused_kernels_ms", "fused_kernels_ms"),
-                               "numpy/fused": ("numpy_ms", "fused_ms"),
-                               "scipy cg/fused": ("scipy_cg_ms", "fused_ms")}))
-    n8 = [r for r in run.rows if r["N"] == 8]
-    if n8:
-        g_unf = geomean(r["unfused_ms"] / r["fused_ms"] for r in n8)
-        g_np = geomean(r["numpy_ms"] / r["fused_ms"] for r in n8)
-        print(f"\nN = 8 geomean: fused {g_unf:.2f}x faster than unfused (goal >= 1.3x), "
-              f"{g_np:.2f}x faster than numpy/scipy (goal >= 2x); modelled traffic reduction "
-              f"{geomean(r['modelled'] for r in n8):.2f}x")
+                               "numpy/gogeta": ("numpy_ms", "gogeta_ms"),
+                               "scipy cg/gogeta": ("scipy_cg_ms", "gogeta_ms")}))
+    for where in ("cache", "DRAM"):
+        rows = [r for r in run.rows if r["resident"] == where]
+        if rows:
+            print(f"\n{where}-resident ({len(rows)} cases), geomean: fused {geomean(r['unfused_ms'] / r['fused_ms'] for r in rows):.2f}x "
+                  f"and gogeta {geomean(r['unfused_ms'] / r['gogeta_ms'] for r in rows):.2f}x faster than unfused "
+                  f"(worst gogeta {min(r['unfused_ms'] / r['gogeta_ms'] for r in rows):.2f}x); modelled DRAM-traffic "
+                  f"reduction {geomean(r['modelled'] for r in rows):.2f}x")
     if any(r["fused_restarts"] or r["unfused_restarts"] for r in run.rows):
         print("\nnote: some timed solves restarted (a column converged within the timed iterations)")
 

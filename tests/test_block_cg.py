@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from schedules.fusion.block_cg import BlockCG, block_cg, block_cg_numpy, spd_pinv_solve
 from schedules.fusion.cg_compare import compare_block_cg, modelled_traffic
-from tvm_ext.errors import ConvergenceError, InputError, ShapeError
+from tvm_ext.errors import ConfigError, ConvergenceError, InputError, ShapeError
 from tvm_ext.workloads import lap2d, lap3d, load_matrix, make_spd
 
 TOL = 1e-10
@@ -249,7 +249,9 @@ def test_compare_block_cg_reports_every_solver():
                 "t_iter_scipy_cg", "modelled_traffic_reduction"):
         assert key in res
     assert res["converged"] and res["converged_scipy_cg"] and res["max_diff_vs_scipy_cg"] < 1e-5
-    assert all(res[k] > 0 for k in ("t_iter_fused", "t_iter_unfused", "t_iter_numpy"))
+    assert all(res[k] > 0 for k in ("t_iter_fused", "t_iter_unfused", "t_iter_numpy", "t_iter_auto"))
+    assert res["auto_choice"] in ("fused", "unfused") and res["converged_auto"]
+    assert res["speedup_auto_vs_unfused"] == pytest.approx(res["t_iter_unfused"] / res["t_iter_auto"])
 
 
 def test_cli_cg_json_and_text(capsys):
@@ -267,3 +269,24 @@ def test_cli_cg_json_and_text(capsys):
     assert "made SPD with make_spd" in out and "modelled DRAM-traffic reduction" in out
     assert main(["cg", "LFAT5", "--n", "0"]) != 0
     assert "--n must be a positive integer" in capsys.readouterr().err
+
+
+def test_auto_keeps_the_schedule_that_measured_faster():
+    """fused="auto" builds both schedules, times a few real iterations of each and keeps the faster."""
+    from schedules.fusion.block_cg import FusionSelection
+
+    assert FusionSelection(1e-3, 2e-3).fused and not FusionSelection(3e-3, 2e-3).fused
+    assert FusionSelection(1e-3, 2e-3).speedup == pytest.approx(2.0)
+    A = MATRICES["lap2d(16)"]()
+    s = BlockCG(A, 3, fused="auto")
+    sel = s.selection
+    assert sel is not None and sel.fused_seconds > 0 and sel.unfused_seconds > 0
+    assert s.fused == (sel.fused_seconds <= sel.unfused_seconds)
+    assert s.steps == solver("lap2d(16)", 3, s.fused).steps
+    B = np.random.default_rng(3).standard_normal((A.shape[0], 3))
+    res = s.solve(B, rtol=TOL)
+    assert res.converged and res.fused == s.fused
+    assert np.abs(res.x - scipy_columns(A, B, TOL * 1e-2)).max() < 1e-6 * np.abs(res.x).max()
+    assert BlockCG(A, 3, fused=True).selection is None
+    with pytest.raises(ConfigError):
+        BlockCG(A, 3, fused="yes")

@@ -9,7 +9,11 @@ One iteration is Alg. 1's chain of einsums, run as the steps of
   ``{X += PΛ, R -= SΛ, Γ = RᵀR}`` (one row pass), ``{Φ = Γ_prev⁻¹Γ}``
   (host), ``{P = R + PΦ}``;
 * ``fused=False``: one kernel per op (the plain executor, then single-op
-  row kernels): the SEQ baseline GOGETA compares against.
+  row kernels): the SEQ baseline GOGETA compares against;
+* ``fused="auto"`` (the default): both are built and a few real iterations
+  of each are timed (kernels, launches, host steps); the faster is kept.
+  On a cache-resident matrix the fused groups' saved traffic is worth less
+  than their parallel launches, and there the op-by-op schedule can win.
 
 Set-up (``R = B - A·X0``, ``Γ = RᵀR``, ``P = R``) runs the same generators
 on the set-up ops of ``block_cg_dag(1, ..., setup=True)``.  The ``N x N``
@@ -76,7 +80,7 @@ from tvm_ext.errors import ConfigError, ConvergenceError, InputError, ScheduleEr
 from tvm_ext.zero_copy import empty_aligned
 
 __all__ = ["BlockCG", "BlockCGResult", "block_cg", "block_cg_numpy", "spd_pinv_solve",
-           "SolveInfo", "FORMATS"]
+           "SolveInfo", "FORMATS", "FusionSelection"]
 
 #: Sparse formats whose executor takes a fused consumer (``auto``: the inspector's
 #: choice when it is one of these, else CSR).
@@ -489,16 +493,74 @@ class _TVMBackend(_Backend):
         return _TVMBackend(self.solver.column_solver(), self.B[:, [j]], self.x()[:, [j]])
 
 
+@dataclass(frozen=True)
+class FusionSelection:
+    """``fused="auto"``: seconds per Alg. 1 iteration of each schedule (kernels, launches and host
+    steps), measured on a few iterations at build time, and the pick."""
+
+    fused_seconds: float
+    unfused_seconds: float
+
+    @property
+    def fused(self) -> bool:
+        return self.fused_seconds <= self.unfused_seconds
+
+    @property
+    def speedup(self) -> float:
+        """Unfused over fused kernel time (> 1: fusion pays)."""
+        return self.unfused_seconds / self.fused_seconds
+
+
+@dataclass
+class _Schedule:
+    """One iteration's steps, storage and compiled kernels (fused groups or one op per kernel)."""
+
+    plan: Any
+    steps: list
+    storage: dict
+    kernels: list
+    host_forms: dict
+
+    @classmethod
+    def build(cls, M: int, N: int, nnz: int, fused: bool, fmt, dtype: str, target) -> "_Schedule":
+        plan = _iteration_plan(M, N, nnz, fused)
+        steps = schedule_steps(plan, iteration_ops(plan.dag, 1), fused)
+        storage, kernels = build_step_kernels(plan, steps, fmt=fmt, dtype=dtype, target=target)
+        for t in ("X", "R", "P"):
+            if storage[f"{t}0"] != storage[f"{t}1"]:
+                raise ScheduleError(f"block_cg: the schedule cannot update {t} in place")
+        host_forms = {s[0]: row_form(plan.dag, plan.dag.op(s[0]), None)
+                      for s, k in zip(steps, kernels) if k is None}
+        return cls(plan, steps, storage, kernels, host_forms)
+
+def _select(candidates: dict, *, iters: int = 4, rounds: int = 3, seed: int = 0) -> "FusionSelection":
+    """Time a few real Alg. 1 iterations (kernels, host steps, launches) of each candidate solver,
+    interleaved, best of ``rounds``; random right-hand sides, so nothing converges early."""
+    one = next(iter(candidates.values()))
+    B = np.random.default_rng(seed).standard_normal((one.n, one.n_rhs))
+    best = dict.fromkeys(candidates, math.inf)
+    for _ in range(rounds):
+        for f, solver in candidates.items():
+            r = solver.solve(B, rtol=1e-300, maxiter=iters)
+            if r.iterations:
+                best[f] = min(best[f], r.seconds_per_iteration)
+    return FusionSelection(best[True], best[False])
+
+
 class BlockCG:
     """Block CG on one matrix with ``n_rhs`` right-hand sides: compile once, solve many.
 
-    ``fused``: the plan's fusion groups (True) or one kernel per op (False).
+    ``fused``: the plan's fusion groups (True), one kernel per op (False), or
+    ``"auto"`` (the default): build both, run a few Alg. 1 iterations of each
+    (kernels, launches and host steps) and keep the faster
+    (:attr:`selection`), so the solver is never slower than the op-by-op
+    schedule on this machine, up to timing noise.
     ``format``: ``"csr"``, ``"bcsr"`` or ``"auto"`` (see :data:`FORMATS`).
     ``steps`` / ``kernels`` expose the schedule (``kernels[i]`` is ``None``
     for a host step).
 
     >>> from tvm_ext.workloads import lap2d
-    >>> solver = BlockCG(lap2d(40), 2)
+    >>> solver = BlockCG(lap2d(40), 2, fused=True)
     >>> solver.steps
     [('S1', 'Delta1'), ('Lambda1',), ('X1', 'R1', 'Gamma1'), ('Phi1',), ('P1',)]
     """
@@ -506,7 +568,7 @@ class BlockCG:
     #: Iteration-1 inputs: the state Alg. 1 carries from one iteration to the next.
     inputs = ("X0", "R0", "P0", "Gamma0")
 
-    def __init__(self, A: Any, n_rhs: int, *, fused: bool = True, dtype: Any = "float64",
+    def __init__(self, A: Any, n_rhs: int, *, fused: bool | str = "auto", dtype: Any = "float64",
                  format: str = "csr", target: Any = None, max_restarts: int = 3):
         from schedules.sparse.executors.codegen import check_dtype
         from tvm_ext.workloads import canonical_csr
@@ -518,8 +580,13 @@ class BlockCG:
             raise ConfigError(f"block_cg: format must be one of {FORMATS}, got {format!r}")
         if isinstance(max_restarts, bool) or int(max_restarts) != max_restarts or max_restarts < 0:
             raise InputError(f"block_cg: max_restarts must be an integer >= 0, got {max_restarts!r}")
+        if fused not in (True, False, "auto"):
+            raise ConfigError(f"block_cg: fused must be True, False or 'auto', got {fused!r}")
         self.A = canonical_csr(A, square=True, dtype=self.dtype, what="block_cg matrix A")
-        self.n, self.n_rhs, self.fused = self.A.shape[0], int(n_rhs), bool(fused)
+        self.n, self.n_rhs = self.A.shape[0], int(n_rhs)
+        self.fused = True if fused == "auto" else bool(fused)
+        #: ``fused="auto"``: the measured time per iteration of both schedules and the choice
+        self.selection: FusionSelection | None = None
         self.max_restarts, self.target, self.format = int(max_restarts), target, format
         self.problem = spd_precheck(self.A) if self.n else None
         self.format_name = None
@@ -527,17 +594,19 @@ class BlockCG:
         if self.n == 0 or self.problem is not None:  # nothing to iterate on: solve() reports it
             return
         t0 = time.perf_counter()
+        if fused == "auto":
+            candidates = {f: BlockCG(self.A, self.n_rhs, fused=f, dtype=self.dtype, format=format, target=target,
+                                     max_restarts=max_restarts) for f in (True, False)}
+            selection = _select(candidates)
+            self.__dict__.update(candidates[selection.fused].__dict__)
+            self.selection = selection
+            self.build_seconds = time.perf_counter() - t0
+            return
         fmt = self._format(format)
         nnz = max(int(self.A.nnz), 1)
-        self.plan = _iteration_plan(self.n, self.n_rhs, nnz, self.fused)
-        self.steps = schedule_steps(self.plan, iteration_ops(self.plan.dag, 1), self.fused)
-        self.storage, self.kernels = build_step_kernels(self.plan, self.steps, fmt=fmt, dtype=self.dtype,
-                                                        target=target)
-        for t in ("X", "R", "P"):
-            if self.storage[f"{t}0"] != self.storage[f"{t}1"]:
-                raise ScheduleError(f"block_cg: the schedule cannot update {t} in place")
-        self.host_forms = {s[0]: row_form(self.plan.dag, self.plan.dag.op(s[0]), None)
-                           for s, k in zip(self.steps, self.kernels) if k is None}
+        sched = _Schedule.build(self.n, self.n_rhs, nnz, self.fused, fmt, self.dtype, target)
+        self.plan, self.steps, self.storage, self.kernels = sched.plan, sched.steps, sched.storage, sched.kernels
+        self.host_forms = sched.host_forms
         setup_plan = analyze(block_cg_dag(1, self.n, self.n_rhs, nnz, setup=True))  # one op per step
         self.setup_storage, self.setup_kernels = build_step_kernels(
             setup_plan, [("R0",), ("Gamma0",)], fmt=fmt, dtype=self.dtype, target=target)
@@ -606,7 +675,7 @@ class BlockCG:
 
 
 def block_cg(A: Any, B: Any, X0: Any = None, *, rtol: float = 1e-5, atol: float = 0.0,
-             maxiter: int | None = None, M: Any = None, callback: Any = None, fused: bool = True,
+             maxiter: int | None = None, M: Any = None, callback: Any = None, fused: bool | str = "auto",
              return_result: bool = False, dtype: Any = "float64", format: str = "csr",
              max_restarts: int = 3, raise_on_failure: bool = False, target: Any = None,
              tol: float | None = None):
@@ -625,7 +694,9 @@ def block_cg(A: Any, B: Any, X0: Any = None, *, rtol: float = 1e-5, atol: float 
       fused kernels read its entries.  ``M`` must be ``None``: GOGETA's
       iteration has no preconditioner (use :func:`schedules.sparse.pcg` for one).
 
-    ``fused`` picks the GOGETA fusion groups or one kernel per op.  ``tol`` is
+    ``fused`` picks the GOGETA fusion groups (True), one kernel per op (False),
+    or (``"auto"``, the default) whichever of the two ran faster in a short
+    measurement when the kernels were built.  ``tol`` is
     the deprecated name of ``rtol``.  See :class:`BlockCGResult` and the
     module docstring for breakdowns.
 

@@ -92,11 +92,14 @@ def compare_block_cg(A: Any, n_rhs: int = 8, *, tol: float = 1e-8, maxiter: int 
     solvers["numpy"] = best(lambda: block_cg_numpy(A, B, tol=tol, maxiter=maxiter, dtype=dtype))
     sc = min((scipy_cg_columns(A, B, tol, maxiter) for _ in range(int(repeat))),
              key=lambda r: r["seconds_per_iteration"] if r["iterations"] else 0.0)
-    for fused in (True, False):
+    for fused in (True, False, "auto"):
         solver = BlockCG(A, n_rhs, fused=fused, dtype=dtype, format=format)
         solver.solve(B, rtol=tol, maxiter=1)  # warm-up: first calls start TVM's thread pool
-        solvers["fused" if fused else "unfused"] = best(lambda: solver.solve(B, rtol=tol, maxiter=maxiter))
+        key = {True: "fused", False: "unfused", "auto": "auto"}[fused]
+        solvers[key] = best(lambda: solver.solve(B, rtol=tol, maxiter=maxiter))
         out["format"] = solver.format_name
+        if fused == "auto":
+            out["auto_choice"] = "fused" if solver.fused else "unfused"
     main = solvers["fused"]
     out.update(converged=main.converged, iterations=main.iterations, reason=main.reason,
                residual=[float(r) for r in np.atleast_1d(main.residual)], restarts=main.restarts,
@@ -112,6 +115,7 @@ def compare_block_cg(A: Any, n_rhs: int = 8, *, tol: float = 1e-8, maxiter: int 
     scale = np.abs(sc["x"]).max() or 1.0
     out["max_diff_vs_scipy_cg"] = float(np.abs(main.x - sc["x"]).max() / scale)
     out["speedup_vs_unfused"] = out["t_iter_unfused"] / out["t_iter_fused"]
+    out["speedup_auto_vs_unfused"] = out["t_iter_unfused"] / out["t_iter_auto"]
     out["speedup_vs_numpy"] = out["t_iter_numpy"] / out["t_iter_fused"]
     model = modelled_traffic(A.shape[0], n_rhs, A.nnz)
     out["modelled_words_unfused"] = model["seq_words"]

@@ -105,6 +105,8 @@ def render(res: dict, pattern: bool) -> str:
     rows = [["TVM fused (GOGETA groups)", res["iterations_fused"], res["converged_fused"], t_f * 1e6, 1.0],
             ["TVM unfused (one op per kernel)", res["iterations_unfused"], res["converged_unfused"],
              res["t_iter_unfused"] * 1e6, res["t_iter_unfused"] / t_f],
+            [f"TVM auto (picked {res['auto_choice']})", res["iterations_auto"], res["converged_auto"],
+             res["t_iter_auto"] * 1e6, res["t_iter_auto"] / t_f],
             ["numpy/scipy Block CG", res["iterations_numpy"], res["converged_numpy"], res["t_iter_numpy"] * 1e6,
              res["t_iter_numpy"] / t_f],
             ["scipy cg, column by column", res["iterations_scipy_cg"], res["converged_scipy_cg"],
@@ -120,6 +122,8 @@ def render(res: dict, pattern: bool) -> str:
              *extra,
              f"measured speed-up of fusion {res['speedup_vs_unfused']:.2f}x per iteration vs modelled DRAM-traffic "
              f"reduction {res['modelled_traffic_reduction']:.2f}x (GOGETA SEQ-Flex {res['modelled_words_unfused']:,} "
-             f"vs GOGETA-map {res['modelled_words_fused']:,} words per iteration, no SRAM reuse)",
+             f"vs GOGETA-map {res['modelled_words_fused']:,} words per iteration, no SRAM reuse); "
+             f"fused='auto' (timed at build time) picked {res['auto_choice']}: "
+             f"{res['speedup_auto_vs_unfused']:.2f}x vs unfused",
              "(scipy cg's time is per single-column iteration; the Block CG rows are per N-column iteration)"]
     return "\n".join(lines)
