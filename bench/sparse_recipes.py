@@ -1,7 +1,7 @@
 """Recipe-generated sparse executors vs the hand-written TVMScript templates, per format and N.
 
-For every matrix, format (CSR, COO, ELL, DIA; ELL/DIA only where their padding
-stays below 3x) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
+For every matrix, format (CSR, COO, CSB, ELL, DIA; ELL/DIA only where their
+padding stays below 3x) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
 generated from the format's recipe (``schedules.sparse.recipes``) and the
 library's hand-written one (``build_executor`` on the ``inspectors.to_*``
 container) are built with the same default knobs, checked against scipy, and
@@ -40,7 +40,8 @@ def _formats(A: sp.csr_array) -> dict[str, Callable[[], Any]]:
     m = A.shape[0]
     lens = np.diff(A.indptr)
     nnz = max(A.nnz, 1)
-    out: dict[str, Callable[[], Any]] = {"csr": lambda: I.to_csr(A), "coo": lambda: I.to_coo(A)}
+    out: dict[str, Callable[[], Any]] = {"csr": lambda: I.to_csr(A), "coo": lambda: I.to_coo(A),
+                                         "csb": lambda: I.to_csb(A)}
     if m and nnz / (m * max(int(lens.max()), 1)) >= 1 / 3:
         out["ell"] = lambda: I.to_ell(A, layout="row")
     ndiag = np.unique(A.tocoo().col.astype(np.int64) - A.tocoo().row).size

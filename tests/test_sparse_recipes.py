@@ -57,6 +57,17 @@ def test_empty_matrices(name, shape):
     _check(name, A, 3, "spmm")
 
 
+@pytest.mark.parametrize("beta, shape", [(4, (30, 22)), (5, (7, 13)), (8, (8, 8))])
+def test_csb_non_divisible_blocks(beta, shape):
+    from schedules.sparse.recipes import csb_recipe
+
+    A = _matrix(*shape, 0.3, beta)
+    rng = np.random.default_rng(0)
+    B = rng.random((shape[1], 9)).astype(np.float32)
+    exe = build_recipe_executor(csb_recipe(beta), A, 9)
+    np.testing.assert_allclose(exe(B), A @ B, rtol=1e-4, atol=1e-4)
+
+
 def test_listing_5_3_round_trip():
     """make-dense + compact-and-pad(k) of CSR is CSR again (offset = indptr, explicit = indices)."""
     A = _matrix(30, 25, 0.2, 7)

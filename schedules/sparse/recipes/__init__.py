@@ -8,10 +8,11 @@ parameters, the inspected iteration space; the executor-side schedule
 
 >>> from schedules.sparse.recipes import RECIPES
 >>> sorted(RECIPES)
-['coo', 'csr', 'dia', 'ell']
+['coo', 'csb', 'csr', 'dia', 'ell']
 """
-from schedules.sparse.recipes.library import RECIPES, coo_recipe, csr_recipe, dia_recipe, ell_recipe
+from schedules.sparse.recipes.library import (RECIPES, coo_recipe, csb_recipe, csr_recipe, dia_recipe,
+                                             ell_recipe)
 from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe, RecipeKernels, build_recipe_executor
 
 __all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor", "RECIPES",
-           "csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe"]
+           "csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe"]

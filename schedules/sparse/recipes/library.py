@@ -10,9 +10,9 @@ import numpy as np
 from schedules.sparse.recipes.recipe import Recipe
 from schedules.sparse.recipes.schedule import Reorder, RowTile, Scatter
 from schedules.sparse.recipes.steps import (Compact, CompactAndPad, Known, MakeDense, Normalize, Permute,
-                                            Shift, Skew)
+                                            Shift, Skew, Tile)
 
-__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "RECIPES"]
+__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe", "RECIPES"]
 
 
 def csr_recipe() -> Recipe:
@@ -45,5 +45,13 @@ def dia_recipe() -> Recipe:
                   (Reorder(("i", "p")), RowTile()))
 
 
+def csb_recipe(beta: int = 4096) -> Recipe:
+    """CSB (§6.1): make-dense, tile rows and columns by ``beta``, block-major, compact the
+    entries of each block jointly; the executor scatters, one block row per thread."""
+    return Recipe("csb", (MakeDense(name="l"), Tile("i", beta), Tile("l", beta),
+                          Permute(("ii", "ll", "i", "l")), CompactAndPad(("i", "l"), identity=0)),
+                  (Scatter(),))
+
+
 #: Recipe factories by format name.
-RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "dia": dia_recipe}
+RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "dia": dia_recipe, "csb": csb_recipe}

@@ -596,8 +596,14 @@ def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
             _all_columns(f, tiers, lambda c: f.store(
                 f.C_out, f.c(f.C_out, row, c) + scaled * f.c(f.B, b_row, c), [row, c] if not spmv else [row]))
 
+        blocks = nest.meta.get("row_blocks")
         if row_sorted and len(nest.levels) == 1 and not guards:
             _segmented_runs(f, nest, tiers, part)
+        elif kernel.parallel and nest.levels and nest.levels[0].name == blocks:
+            # each iteration of the row-tile loop owns its own output rows: no write conflicts
+            first, rest = nest.levels[0], nest.levels[1:]
+            with f.loop("parallel", first.lo, first.hi, first.name) as b:
+                _emit_levels(f, rest, guards, {first.var: b}, update)
         elif parallel:
             first, rest = nest.levels[0], nest.levels[1:]
             NP = part.shape[0]

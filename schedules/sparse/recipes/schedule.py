@@ -85,4 +85,5 @@ class RowTile:
 class Scatter:
     """Lower with :func:`~.lower.scatter_primfunc`."""
 
-    label: str = "scale(C) -> parallel(row-aligned chunks) -> vectorize(N)"
+    label: str = ("scale(C) -> parallel(row-aligned chunks: segmented row sums | row blocks) "
+                  "-> vectorize(N)")

@@ -182,7 +182,10 @@ class Tile(Step):
         from tvm import tirx
         new = [Level(o, _simplify(tirx.FloorDiv(lv.lo, s)), _simplify(tirx.FloorDiv(lv.hi - 1, s) + 1)),
                Level(r, _simplify(r * 0), _simplify(r * 0 + s))]
-        return _replace_level(nest, self.level, new, value, note, _range_guards(value, lv.lo, lv.hi))
+        out = _replace_level(nest, self.level, new, value, note, _range_guards(value, lv.lo, lv.hi))
+        if nest.row.same_as(lv.var):     # the outer tile owns disjoint output rows
+            out = dataclasses.replace(out, meta=dict(out.meta, row_blocks=outer))
+        return out
 
     def on_space(self, space, csr):
         outer, inner = self._names()
@@ -509,6 +512,10 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     new_levels += inner
     inner_idx = [lv.var - lv.lo for lv in inner]
     inner_shape = [_simplify(lv.hi - lv.lo) for lv in inner]
+    from schedules.sparse.recipes.lower import simplify_guards
+
+    # guards the loop ranges already imply go before the ranges become array reads
+    nest = dataclasses.replace(nest, guards=tuple(simplify_guards(nest, nest.guards)))
     parts = nest.substitute(vmap)
     drop = {lv.var for lv in nest.levels if lv.existential}
     guards = [g for g in parts["guards"]
