@@ -221,10 +221,27 @@ def test_sell_pays_its_row_permutation():
 
 
 def test_a_dia_choice_is_timed_against_csr():
-    A = lap2d(60)  # DIA by the model at N=8
-    choice = select_format(A, 8, selector=AnalyticCostModel())
+    A = lap2d(60)  # DIA by the model for SpMV
+    choice = select_format(A, 1, selector=AnalyticCostModel())
     assert choice.format == "dia"
     assert Candidate("csr") in _close_candidates(choice, 0.15, 3)
+
+
+def test_dia_spmm_pays_its_edge_tests():
+    # fewer bytes than CSR on a stencil, but the SpMM executor tests every (row, diagonal)
+    # against the edge: at N=8 it is neither the choice nor within 15% of it
+    import scipy.sparse as sp
+    from pyamg.gallery import diffusion_stencil_2d, stencil_grid
+
+    nine_point = sp.csr_array(stencil_grid(diffusion_stencil_2d(epsilon=0.1, theta=0.5, type="FE"),
+                                           (150, 150), format="csr"))
+    model = AnalyticCostModel()
+    for A in (lap2d(100), nine_point):
+        feats = sparse_features(A)
+        assert model.choose(feats, 1).format == "dia"
+        choice = model.choose(feats, 8)
+        assert choice.format != "dia"
+        assert Candidate("dia") not in _close_candidates(choice, 0.15, 3)
 
 
 def test_the_model_choice_stays_unless_beaten_by_the_override_margin():

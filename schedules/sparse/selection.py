@@ -21,7 +21,9 @@ each candidate representation:
   block or ELL row costs besides its bytes, which decides once ``B``
   fetches are cache hits: a 5-point Laplacian's 3x1 blocks are 45% full, so
   they save ``B`` loads but double the multiply-adds);
-* ``C``: written once (read too when ``beta != 0``).
+* ``C``: written once (read too when ``beta != 0``);
+* DIA at ``N > 1`` pays its SpMM executor's per-slot edge test
+  (:data:`DIA_SPMM_SLOT_BYTES`).
 
 Candidates the representation cannot hold efficiently are excluded with a
 reason (DIA with more slots than ``max_padding x nnz``, or with more
@@ -79,6 +81,12 @@ FETCH_FROM_L2 = 0.125
 #: Cost of one multiply-add lane (``value_bytes`` of ``B`` times a stored slot), per byte from
 #: memory: two FMA ports of 16 fp32 lanes on two cores give about 32x the memory bandwidth in bytes.
 LANE_COST = 1 / 32
+#: What the DIA SpMM executor's edge test costs per stored slot, in bytes of memory traffic:
+#: it tests every (row, diagonal) against the matrix edge before the multiply-add.  On 5- and
+#: 9-point stencils at N=8 it ran 1.5x slower than CSR though it moves fewer bytes (0.8 ns,
+#: about 16 bytes of one core's bandwidth, per slot); from N=32 the memory traffic hides it.
+#: (The SpMV executor runs whole vectors of rows between the edges: no per-slot test.)
+DIA_SPMM_SLOT_BYTES = 16
 
 
 @dataclass(frozen=True)
@@ -362,6 +370,8 @@ class AnalyticCostModel:
         for cand, (a_bytes, fetches, streamed, slots) in est.items():
             factor = min(fetch, FETCH_FROM_LLC) if streamed else fetch
             out[cand] = a_bytes + fetches * b_row * factor + slots * b_row * LANE_COST + c_bytes
+            if cand.format == "dia" and n_cols > 1:
+                out[cand] += slots * DIA_SPMM_SLOT_BYTES
         return out, excluded
 
     def _l2_bytes(self) -> int:
