@@ -52,6 +52,7 @@ def test_report_collects_tables_rows_and_plots(tmp_path, fake_env):
 
 
 def test_report_html_and_bad_arguments(tmp_path, fake_env):
+    pytest.importorskip("markdown", reason="HTML reports need the markdown package")
     path, _ = write_report(tmp_path / "h", "full", suites=[Suite("fake", "Fake", "fakebench")], fmt="html",
                            env=fake_env)
     page = path.read_text()

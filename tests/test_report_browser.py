@@ -21,8 +21,8 @@ pytest.importorskip("markdown", reason="HTML reports need the markdown package (
 pytest.importorskip("matplotlib", reason="the report's plots need matplotlib")
 
 BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
-pytestmark = pytest.mark.skipif(BROWSER is None, reason="no headless browser: install Debian's chromium "
-                                "(sudo apt-get install -y chromium) to render the HTML report")
+needs_browser = pytest.mark.skipif(BROWSER is None, reason="no headless browser: install Debian's chromium "
+                                   "(sudo apt-get install -y chromium) to render the HTML report")
 
 FAKE = textwrap.dedent('''
     """A suite that prints one table and returns rows the models plot draws."""
@@ -65,6 +65,7 @@ def report_page(tmp_path_factory):
     return path, tmp
 
 
+@needs_browser
 def test_browser_dom_has_the_table_and_the_embedded_plot(report_page):
     path, tmp = report_page
     proc = _browser("--dump-dom", path.as_uri(), profile=tmp / "profile-dom")
@@ -77,6 +78,7 @@ def test_browser_dom_has_the_table_and_the_embedded_plot(report_page):
     assert "<pre><code>three models, one config" in dom   # printed prose stays preformatted, tables do not
 
 
+@needs_browser
 def test_browser_screenshot_shows_table_and_plot(report_page):
     from matplotlib.image import imread
 
@@ -88,3 +90,22 @@ def test_browser_screenshot_shows_table_and_plot(report_page):
     assert np.ptp(pixels[..., :3]) > 0
     assert _has_colour(pixels, (0xee, 0xf3, 0xf8))   # the tables' header cells (report CSS)
     assert _has_colour(pixels, (0x1f, 0x77, 0xb4))   # the plot's first bar series (matplotlib tab:blue)
+
+
+def test_html_report_without_markdown_says_so_before_running(tmp_path, monkeypatch):
+    """No suite runs when the page could not be written at the end."""
+    import builtins
+
+    from tvm_ext.errors import ConfigError
+
+    real_import = builtins.__import__
+
+    def no_markdown(name, *args, **kwargs):
+        if name == "markdown":
+            raise ImportError("no markdown here")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_markdown)
+    with pytest.raises(ConfigError, match="pip install"):
+        write_report(tmp_path / "out", "quick", fmt="html", suites=["gogeta_traffic"])
+    assert not (tmp_path / "out").exists()

@@ -449,6 +449,8 @@ def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Seq
         raise ConfigError(f"report size {size!r}: choose from {', '.join(SIZES)}")
     if fmt not in ("md", "html"):
         raise ConfigError(f"report format {fmt!r}: choose md or html")
+    if fmt == "html":
+        _markdown_module()   # missing markdown is said before the suites run, not after
     by_name = {s.name: s for s in SUITES}
     chosen: list[Suite] = []
     for s in suites or list(by_name):
