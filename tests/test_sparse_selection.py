@@ -1,6 +1,8 @@
 """Format selection: analytic cost model, reasons, and the pluggable selector hook."""
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
@@ -254,6 +256,12 @@ def test_the_model_choice_stays_unless_beaten_by_the_override_margin():
     assert meas({"dia": 1.06, "csr": 1.0}).chosen == "csr"       # beaten by more
     assert meas({"dia": 1.04, "csr": 1.0}, 0.0).chosen == "csr"
     assert meas({"csr": 1.0}).chosen == "csr"                    # the choice could not be timed
+    # with paired ratios (rounds taken in turns), the ratios decide, not the single fastest runs
+    paired = Measurement({"dia": 1.0, "csr": 0.5}, 8, 0, 10, 100, 0.15, "dia", override=0.05,
+                         ratios={"dia": 1.0, "csr": 0.97})        # csr's one lucky run
+    assert paired.fastest == "csr" and paired.chosen == "dia"
+    assert replace(paired, ratios={"dia": 1.0, "csr": 0.9}).chosen == "csr"
+    assert "x0.97" in paired.describe()
 
 
 def test_compiled_structure_features_equal_matrix_stats():

@@ -121,8 +121,11 @@ class Measurement:
     ``seconds[label]`` is the fastest of a few runs of one product with ``n_cols``
     columns on rows ``[row_start, row_stop)`` of the matrix (``nnz`` of its
     non-zeros; all of them on small matrices), kernels from the cache;
-    ``failed[label]`` says why a candidate could not be timed.  :attr:`chosen` is
-    the fastest unless the model's choice is within ``override`` of it.
+    ``failed[label]`` says why a candidate could not be timed.  ``ratios[label]``
+    is the median, over the rounds, of the candidate's time over the model's
+    choice's time in the same round (the candidates take turns, so a burst of
+    other load falls on both sides of a ratio).  :attr:`chosen` is the model's
+    choice unless another candidate beats it by more than ``override``.
     """
 
     seconds: dict[str, float]
@@ -135,6 +138,7 @@ class Measurement:
     failed: dict[str, str] = field(default_factory=dict)
     spent_seconds: float = 0.0
     override: float = 0.0
+    ratios: dict[str, float] = field(default_factory=dict)
 
     @property
     def fastest(self) -> str:
@@ -142,7 +146,11 @@ class Measurement:
 
     @property
     def chosen(self) -> str:
-        """The fastest, unless the model's choice is within ``override`` of it: then the model's choice."""
+        """The model's choice unless a candidate beats it by more than ``override``: by the
+        paired ratios when the model's choice was timed with them, else by the fastest runs."""
+        if self.ratios and self.model_choice in self.ratios:
+            best = min(self.ratios, key=self.ratios.get)
+            return best if self.ratios[best] * (1.0 + self.override) < 1.0 else self.model_choice
         best = self.fastest
         mine = self.seconds.get(self.model_choice)
         if mine is not None and mine <= self.seconds[best] * (1.0 + self.override):
@@ -150,9 +158,10 @@ class Measurement:
         return best
 
     def describe(self) -> str:
-        """One line: the timings, fastest first."""
+        """One line: the timings, fastest first (with the paired ratios to the model's choice)."""
         ranked = sorted(self.seconds.items(), key=lambda kv: kv[1])
-        timed = ", ".join(f"{k} {v * 1e3:.3g} ms" for k, v in ranked)
+        timed = ", ".join(f"{k} {v * 1e3:.3g} ms" + (f" (x{self.ratios[k]:.2f})" if k in self.ratios else "")
+                          for k, v in ranked)
         return (f"measured N={self.n_cols} on rows [{self.row_start}, {self.row_stop}) "
                 f"({self.nnz} nnz) in {self.spent_seconds * 1e3:.0f} ms: {timed}")
 
@@ -549,9 +558,9 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     (and at most ``max_row_fraction`` of the rows) from the middle of the
     matrix, restricted to the columns it touches (the whole matrix when
     smaller; executors take any size, so the kernels come from the cache),
-    and run ``repeat`` times at ``n_cols`` columns, taking turns; the fastest
-    run counts.  The model's choice stays unless another is faster by more
-    than ``override`` (:attr:`Measurement.chosen`).
+    and run ``repeat`` times at ``n_cols`` columns, taking turns.  The model's
+    choice stays unless another beats it by more than ``override`` in the
+    median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
     ``spent_seconds``.  Returns ``choice`` unchanged when there is nothing
     to compare, else a :class:`Choice` naming the kept candidate, with the
@@ -585,9 +594,13 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
             failed[cand.label] = f"{type(err).__name__}: {err}"
     if not exes:
         return choice
-    seconds = _interleaved_best(exes, B, repeat)
+    runs = _interleaved_runs(exes, B, repeat)
+    seconds = {label: min(t) for label, t in runs.items()}
+    mine = runs.get(choice.candidate.label)
+    ratios = {} if mine is None else {
+        label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
-                       time.perf_counter() - t0, override)
+                       time.perf_counter() - t0, override, ratios)
     picked = next(c for c in cands if c.label == meas.chosen)
     if picked == choice.candidate:
         kept = "" if meas.fastest == picked.label else f" (within {override:.0%} of the fastest)"
@@ -598,21 +611,21 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     return replace(choice, candidate=picked, reason=reason, measurement=meas)
 
 
-def _interleaved_best(exes: dict[str, Any], B: np.ndarray, rounds: int) -> dict[str, float]:
-    """Fastest of ``rounds`` calls per executor, the executors taking turns in every round.
+def _interleaved_runs(exes: dict[str, Any], B: np.ndarray, rounds: int) -> dict[str, list[float]]:
+    """Seconds of ``rounds`` calls per executor, the executors taking turns in every round.
 
     Taking turns spreads a burst of other load over every candidate alike (timing one
-    candidate's runs back to back would hand the burst to one of them); the fastest run
-    is the kernel's own time, least disturbed (a first, cold run never is the fastest).
+    candidate's runs back to back would hand the burst to one of them); a round's
+    times are compared with each other (:attr:`Measurement.ratios`).
     """
     outs = {label: np.empty(exe.shape[:1] + B.shape[1:], B.dtype) for label, exe in exes.items()}
-    best = dict.fromkeys(exes, float("inf"))
+    runs: dict[str, list[float]] = {label: [] for label in exes}
     for _ in range(max(int(rounds), 1)):
         for label, exe in exes.items():
             t0 = time.perf_counter()
             exe(B, out=outs[label])
-            best[label] = min(best[label], time.perf_counter() - t0)
-    return best
+            runs[label].append(time.perf_counter() - t0)
+    return runs
 
 
 def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
