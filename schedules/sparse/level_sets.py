@@ -26,11 +26,16 @@ The inspector
    * ``"frontier"``: the same level-synchronous BFS, vectorised in numpy;
    * ``"serial"`` (default): because every edge points from a lower to a
      higher index, natural order is a topological order, so one compiled TIR
-     pass does it.  It is the default because it is faster on the machines
-     measured: about 1 ns per edge with no atomics, where the parallel BFS
-     pays an atomic read-modify-write per edge and a launch per level, and
-     the frontier pays numpy's per-level overhead (``bench.solvers`` times
-     all three);
+     pass over the **matrix itself** does it, with no graph built (the
+     inspector of Park et al.'s hand-tuned code, which the dissertation notes
+     inspects less): each row pulls from its entries on the earlier side and
+     pushes to the rows of its entries on the later side, which covers the
+     edges an unsymmetric pattern stores in one row only.  It is the default
+     because it is the fastest on the machines measured: about 1 ns per
+     non-zero with no graph, no atomics and no launches, where the parallel
+     BFS builds the graph, pays an atomic read-modify-write per edge and a
+     launch per level, and the frontier pays numpy's per-level overhead
+     (``bench.solvers`` times all three);
 3. **reorders** the rows so that each level is contiguous (a counting sort by
    level, stable in the original index) and permutes the matrix to
    ``P A P^T`` (``reorder_data``), so executors index the permuted arrays
@@ -103,6 +108,9 @@ class LevelSchedule:
     * ``matrix``: ``P A P^T`` in CSR with sorted indices (row ``new`` is the
       original row ``perm[new]``, columns renumbered the same way).
     * ``lower``: the sweep direction the schedule is for (see module doc).
+    * ``n_edges``: edges of the dependence graph (``None`` for
+      ``method="serial"``, which reads the levels off the matrix and builds no
+      graph).
     * ``seconds``: inspector time per stage (``graph``, ``levels``, ``reorder``).
     * ``edges_in_rows``: every dependence of row ``i`` is a stored entry of
       row ``i`` (see :class:`DependenceGraph`).
@@ -116,7 +124,7 @@ class LevelSchedule:
     level_of: np.ndarray
     matrix: sp.csr_array
     lower: bool
-    n_edges: int
+    n_edges: int | None
     seconds: dict[str, float] = field(default_factory=dict)
     edges_in_rows: bool = False
 
@@ -295,6 +303,64 @@ def _levels_func():
                 level[i] = T.max(level[i], level[indices[start + p]] + 1)
 
     return levels
+
+
+def _levels_direct_func():
+    """TIR: levels straight from the matrix, one serial pass, no graph built.
+
+    The matrix itself is the dependence graph (Park et al.'s hand-tuned
+    inspector, which the dissertation credits with inspecting less): row
+    ``i``, visited in sweep order, first *pulls* ``1 + level[j]`` from its
+    own entries on the earlier side, then *pushes* ``level[i] + 1`` into the
+    rows of its entries on the later side (their edges that only ``A[i, j]``
+    stores).  So the levels are those of the full Listing 7.3 graph whether
+    or not the pattern is symmetric.  ``later[0]`` counts the pushed entries
+    (0: the matrix is triangular in the sweep direction).
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def levels_direct(indptr_h: T.handle, indices_h: T.handle, level_h: T.handle,
+                      later_h: T.handle, descending: T.int32):
+        n = T.int32()
+        np1 = T.int32()
+        m = T.int32()
+        indptr = T.match_buffer(indptr_h, (np1,), "int32")
+        indices = T.match_buffer(indices_h, (m,), "int32")
+        level = T.match_buffer(level_h, (n,), "int32")
+        later = T.match_buffer(later_h, (1,), "int32")
+        later[0] = 0
+        for i in range(n):
+            level[i] = 0
+        for ii in range(n):
+            i = T.bind(T.if_then_else(descending != 0, n - 1 - ii, ii))
+            start = T.bind(indptr[i])
+            for p in range(indptr[i + 1] - start):
+                j = T.bind(indices[start + p])
+                if (descending == 0 and j < i) or (descending != 0 and j > i):
+                    level[i] = T.max(level[i], level[j] + 1)
+            for p in range(indptr[i + 1] - start):
+                j = T.bind(indices[start + p])
+                if (descending == 0 and j > i) or (descending != 0 and j < i):
+                    level[j] = T.max(level[j], level[i] + 1)
+                    later[0] = later[0] + 1
+
+    return levels_direct
+
+
+def _levels_direct(A: sp.csr_array, lower: bool) -> tuple[np.ndarray, bool]:
+    """Levels of canonical ``A``'s sweep read from ``A`` itself, and whether every
+    dependence of a row is one of its own entries (no entry on the later side)."""
+    import tvm
+
+    n = A.shape[0]
+    level = tvm.runtime.empty((n,), "int32", tvm.cpu(0))
+    later = tvm.runtime.empty((1,), "int32", tvm.cpu(0))
+    indices = A.indices.astype(_I32, copy=False) if A.nnz else np.zeros(1, _I32)
+    _kernel("levels_direct", _levels_direct_func)["main"](
+        _tensor(A.indptr.astype(_I32, copy=False)), _tensor(indices), level, later,
+        0 if lower else 1)
+    return level.numpy(), int(later.numpy()[0]) == 0
 
 
 def _place_func():
@@ -573,14 +639,16 @@ def schedule_of_canonical(A: sp.csr_array, lower: bool = True,
         raise InputError(f"level_sets: method must be one of {LEVEL_METHODS}, got {method!r}")
     n = A.shape[0]
     t0 = time.perf_counter()
-    g = _graph_of_canonical(A, lower)
-    t1 = time.perf_counter()
-    if n:
-        level_of = {"serial": _compute_levels, "frontier": levels_by_frontier,
-                    "parallel": levels_parallel}[method](g)
-        n_levels = int(level_of.max()) + 1
+    if method == "serial":          # the matrix is the graph: nothing to build
+        n_edges, in_rows = None, False
+        t1 = time.perf_counter()
+        level_of, in_rows = _levels_direct(A, lower) if n else (np.zeros(0, _I32), True)
     else:
-        level_of, n_levels = np.zeros(0, _I32), 0
+        g = _graph_of_canonical(A, lower)
+        n_edges, in_rows = g.n_edges, g.edges_in_rows
+        t1 = time.perf_counter()
+        level_of = levels_by_frontier(g) if method == "frontier" else levels_parallel(g)
+    n_levels = int(level_of.max()) + 1 if n else 0
     level_ptr = np.zeros(n_levels + 1, dtype=_I32)
     np.cumsum(np.bincount(level_of, minlength=n_levels), out=level_ptr[1:])
     t2 = time.perf_counter()
@@ -590,6 +658,6 @@ def schedule_of_canonical(A: sp.csr_array, lower: bool = True,
     B = _permute_canonical(A, perm, iperm)
     t3 = time.perf_counter()
     return LevelSchedule(n=n, levels=n_levels, level_ptr=level_ptr, perm=perm, iperm=iperm,
-                         level_of=level_of, matrix=B, lower=bool(lower), n_edges=g.n_edges,
+                         level_of=level_of, matrix=B, lower=bool(lower), n_edges=n_edges,
                          seconds={"graph": t1 - t0, "levels": t2 - t1, "reorder": t3 - t2},
-                         edges_in_rows=g.edges_in_rows)
+                         edges_in_rows=in_rows)
