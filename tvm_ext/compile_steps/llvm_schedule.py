@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
-           "PARALLEL_MIN_WORK"]
+           "inline_copies", "PARALLEL_MIN_WORK"]
 
 #: Blocks with fewer loop iterations than this run on one thread (a parallel launch costs more).
 PARALLEL_MIN_WORK = 1 << 14
@@ -248,6 +248,53 @@ def inline_elementwise(sch, skip: set[str] = frozenset()) -> list[str]:
         except TvmScheduleError:
             continue
     return done
+
+
+def _is_copy(sch, block) -> bool:
+    """Whether ``block`` only copies one buffer into another (an index remap, no arithmetic)."""
+    from tvm.ir.expr import TensorLoad  # TVM 0.27's BufferLoad node
+    from tvm.tirx.stmt import BufferStore
+
+    blk = sch.get(block)
+    body = blk.body
+    return ("R" not in _iter_kinds(sch, block) and len(blk.reads) == 1 and len(blk.writes) == 1
+            and isinstance(body, BufferStore) and isinstance(body.value, TensorLoad))
+
+
+def inline_copies(func):
+    """``func`` with its plain copy blocks inlined into their consumers.
+
+    Legalization gives a convolution without padding (every 1x1 convolution) a
+    ``pad_temp`` block that copies the whole input before the reduction reads it;
+    inlining it makes the reduction read the input directly.  Copies TVM refuses
+    to inline (outputs, copies read by several blocks in ways it cannot merge) stay.
+
+    >>> from tvm import s_tir, te
+    >>> A = te.placeholder((8, 4), name="A")
+    >>> B = te.compute((8, 4), lambda i, j: A[i, j], name="B")
+    >>> k = te.reduce_axis((0, 4), name="k")
+    >>> C = te.compute((8,), lambda i: te.sum(B[i, k], axis=k), name="C")
+    >>> sch = s_tir.Schedule(inline_copies(te.create_prim_func([A, C])))
+    >>> [sch.get(b).name_hint for b in _root_blocks(sch)]
+    ['C']
+    """
+    from tvm import s_tir
+
+    from tensorize.emit import schedule_refusals
+
+    TvmScheduleError = schedule_refusals()
+
+    sch = s_tir.Schedule(func)
+    changed = False
+    for b in _root_blocks(sch)[:-1]:
+        if not _is_copy(sch, b):
+            continue
+        try:
+            sch.compute_inline(b)
+            changed = True
+        except TvmScheduleError:
+            continue
+    return sch.mod["main"] if changed else func
 
 
 def _default_all(func, skip: set[str] = frozenset()):
@@ -474,6 +521,7 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
         symbol = func.attrs.get("global_symbol") if func.attrs is not None else None
         f = f.with_attr("global_symbol", symbol) if symbol is not None else f.without_attr("global_symbol")
         return done(f, KernelSchedule(name, "tuned", "MetaSchedule record from tuning_db"))
+    func = inline_copies(func)
     default = _default_all(func).mod["main"]
     if tensorize == "never":
         return done(default, KernelSchedule(name, "default", reason="tensorize='never'"))

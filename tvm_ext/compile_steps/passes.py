@@ -249,12 +249,24 @@ def resolve_engine(spmm_engine: Any):
 
 
 def ConvertConvLayout(layout: dict | None = None):  # noqa: N802
-    """``ConvertLayout`` of the convolutions left for llvm (default :data:`CONV_LAYOUT`, NHWC)."""
+    """``ConvertLayout`` of the convolutions left for llvm (default :data:`CONV_LAYOUT`, NHWC), then
+    ``CanonicalizeBindings`` + ``EliminateCommonSubexpr``.
+
+    The clean-up lets ``FuseOps`` see through what the conversion leaves: the batch norm's
+    ``(y, mean, var)[0]`` tuple and variable-to-variable bindings (which kept each ReLU out of
+    its convolution's kernel), and a second ``permute_dims`` of an input the first convolution
+    already converted (a residual add then reads that one copy, in the convolutions' layout,
+    and joins the last convolution's kernel).
+    """
+    import tvm
     from tvm import relax
 
     @_module_pass("tvm_ext.ConvertConvLayout")
     def run(mod, ctx):
-        return relax.transform.ConvertLayout(layout or CONV_LAYOUT)(mod)
+        return tvm.transform.Sequential([relax.transform.ConvertLayout(layout or CONV_LAYOUT),
+                                         relax.transform.CanonicalizeBindings(),
+                                         relax.transform.EliminateCommonSubexpr(),
+                                         relax.transform.DeadCodeElimination()])(mod)
 
     return run
 

@@ -1,0 +1,55 @@
+"""A ResNet bottleneck compiles to one kernel per convolution (batch norm, ReLU and the residual add
+in its epilogue) plus the two layout conversions, and still matches ONNX Runtime; plain copy blocks
+(a 1x1 convolution's ``pad_temp``) are inlined into the reduction that reads them."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+
+import tvm_ext.compile as tc  # noqa: E402
+from tvm_ext.models.frontends import from_onnx, onnx_reference  # noqa: E402
+from tvm_ext.models.onnx_models import bottleneck_onnx  # noqa: E402
+
+
+def _kernel_ops(model) -> dict[str, list[str]]:
+    return {k["name"]: list(k["ops"]) for k in model.report.to_dict()["kernels"]}
+
+
+@pytest.mark.parametrize("c_in,c_out", [(32, None), (16, 24)])  # identity skip; projected skip
+def test_bottleneck_relu_and_residual_join_the_conv_kernels(c_in, c_out):
+    proto = bottleneck_onnx(c_in, 8, 6, c_out=c_out)
+    model = tc.compile(from_onnx(proto), tensorize="always")  # the micro-kernels' epilogues compute it
+    x = model.random_inputs(3)
+    assert tc.max_rel_err(model(*x), onnx_reference(proto, x)) < 1e-4
+    kernels = _kernel_ops(model)
+    convs = [ops for ops in kernels.values() if "conv2d" in ops]
+    others = [ops for ops in kernels.values() if "conv2d" not in ops]
+    assert len(convs) == (3 if c_out is None else 4)
+    assert all(ops == ["transpose"] for ops in others) and len(others) == 2  # the layout in, the layout out
+    assert sum(ops.count("relu") for ops in convs) == 3  # every ReLU in a convolution's epilogue
+    assert any(ops.count("add") == 2 and "relu" in ops for ops in convs)  # batch norm's add + the residual add
+
+
+def test_inline_copies_removes_a_1x1_convs_input_copy_and_keeps_the_result():
+    import tvm
+    from tvm import s_tir, te, topi
+
+    from tvm_ext.compile_steps.llvm_schedule import _root_blocks, inline_copies
+
+    x = te.placeholder((1, 4, 4, 8), name="x")
+    w = te.placeholder((1, 1, 8, 16), name="w")
+    y = topi.nn.conv2d_nhwc(x, w, 1, 0, 1)
+    func = te.create_prim_func([x, w, y])
+    before = s_tir.Schedule(func)
+    assert len(_root_blocks(before)) == 2  # pad_temp (a copy), conv
+    after = inline_copies(func)
+    sch = s_tir.Schedule(after)
+    assert [sch.get(b).name_hint for b in _root_blocks(sch)] == [before.get(_root_blocks(before)[1]).name_hint]
+    rng = np.random.default_rng(0)
+    xs, ws = rng.standard_normal((1, 4, 4, 8)).astype("float32"), rng.standard_normal((1, 1, 8, 16)).astype("float32")
+    out = tvm.runtime.empty((1, 4, 4, 16), "float32", tvm.cpu())
+    tvm.compile(tvm.IRModule({"main": after}), target="llvm")["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(ws),
+                                                                       out)
+    np.testing.assert_allclose(out.numpy(), np.einsum("nhwc,co->nhwo", xs, ws[0, 0]), rtol=1e-5, atol=1e-5)
