@@ -152,6 +152,23 @@ def test_blas_library_is_keyed_by_the_host_cpu_features(monkeypatch, tmp_path):
     assert sorted(p.name for p in tmp_path.glob("*.so")) == [first.name]
 
 
+def test_rebuilt_loops_are_named_after_the_isamir_axes_even_python_keywords():
+    import tvm
+    from tvm import te
+
+    from tensorize.isamir import parse_isamir
+
+    p = parse_isamir("forall lambda:4,for:3 { C[lambda] := 0; C[lambda] += A[lambda][for]; }")
+    A = te.placeholder((4, 3), name="A")
+    C = K.program_to_te(p, {"A": A})["C"]
+    assert [iv.var.name for iv in C.op.axis] == ["lambda"] and [iv.var.name for iv in C.op.reduce_axis] == ["for"]
+    f = tvm.compile(te.create_prim_func([A, C]), target="llvm")
+    a = np.random.default_rng(0).uniform(-1, 1, (4, 3)).astype("float32")
+    c = tvm.runtime.empty((4,), "float32")
+    f(tvm.runtime.tensor(a), c)
+    np.testing.assert_allclose(c.numpy(), a.sum(axis=1), rtol=1e-6, atol=1e-6)
+
+
 def test_bad_inputs_are_clear_errors():
     with pytest.raises(ShapeError, match="must be a positive int"):
         K.matmul(0, 4, 4)
