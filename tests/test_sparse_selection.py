@@ -216,10 +216,15 @@ def test_low_fill_blocks_lose_to_csr_once_b_is_cache_resident():
         assert model.choose(feats, n).candidate == Candidate.of("bcsr", R=3, C=3)
 
 
-def test_sell_pays_its_row_permutation():
+def test_sell_pays_its_row_permutation_and_is_no_spmm_candidate():
     # equal slots (a 5-point stencil sorts into full slices): SELL's perm makes it heavier than CSR
-    scores, _ = AnalyticCostModel().scores(sparse_features(lap2d(100)), 8)
+    feats = sparse_features(lap2d(100))
+    scores, _ = AnalyticCostModel().scores(feats, 1)
     assert scores[Candidate("csr")] < scores[Candidate.of("sell", C=8, sigma=256)]
+    # for N > 1 its executor is CSR's row loop over padded, permuted rows
+    scores, excluded = AnalyticCostModel().scores(feats, 8)
+    assert Candidate.of("sell", C=8, sigma=256) not in scores
+    assert "never lighter than CSR" in excluded["sell(C=8,sigma=256)"]
 
 
 def test_a_dia_choice_is_timed_against_csr():

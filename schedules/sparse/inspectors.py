@@ -295,15 +295,15 @@ def _bcsr_native(csr: sp.csr_array, R: int):
 def row_ranges(csr: sp.csr_array, R: int = 1) -> list[tuple[int, int]]:
     """Ranges of block rows of ``R`` rows with about equal non-zeros, one per host thread
     (one range below :data:`BCSR_THREADED_NNZ` non-zeros): the split of the compiled helpers."""
-    from schedules.sparse.executors.partition import balanced_parts
     from tvm_ext.target import num_threads
 
     n_br = -(-csr.shape[0] // R)
-    threads = num_threads() if csr.nnz >= BCSR_THREADED_NNZ else 1
+    threads = min(num_threads(), n_br) if csr.nnz >= BCSR_THREADED_NNZ else 1
     if threads <= 1:
         return [(0, n_br)]
-    prefix = csr.indptr[np.minimum(np.arange(n_br + 1, dtype=np.int64) * R, csr.shape[0])]
-    cuts = balanced_parts(prefix, threads, item_cost=1.0).tolist()
+    starts = csr.indptr[::R]  # non-zeros before each block row
+    cuts = np.searchsorted(starts, np.linspace(0, csr.nnz, threads + 1)[1:-1], side="left")
+    cuts = np.unique(np.concatenate([[0], cuts, [n_br]])).tolist()
     return list(zip(cuts[:-1], cuts[1:]))
 
 

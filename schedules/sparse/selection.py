@@ -365,6 +365,10 @@ class AnalyticCostModel:
     def scores(self, features: dict[str, Any], n_cols: int) -> tuple[dict[Candidate, float], dict[str, str]]:
         """Estimated bytes moved by one SpMM with ``n_cols`` columns, per candidate."""
         est, excluded = self._estimates(features)
+        sell = Candidate.of("sell", C=8, sigma=256)
+        if n_cols > 1 and est.pop(sell, None) is not None:
+            excluded[sell.label] = ("for N > 1 its executor runs CSR's row loop (vectorised over N) over "
+                                    "padded, permuted rows: never lighter than CSR")
         vb, m, k = self.value_bytes, features["rows"], features["cols"]
         b_row = n_cols * vb
         band = min(k, 2 * int(features.get("bandwidth", k)) + 1) * b_row
@@ -490,8 +494,7 @@ MEASURE_ROW_FRACTION = 0.05
 
 
 #: The format that is never far from the best (no padding, no per-slot branches): a choice
-#: of any other format is timed against it.  SELL is not one: for N > 1 it runs CSR's row
-#: kernel with padding and a row permutation added.
+#: of any other format is timed against it.
 BASELINE_FORMATS = ("csr",)
 #: The model's choice stays unless a timed candidate beats it by more than this share:
 #: a block run of ~100 us carries a few percent of timing noise, and a format the model
