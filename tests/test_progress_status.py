@@ -101,3 +101,32 @@ def test_bench_scripts_piped_get_no_status(monkeypatch, capsys):
     harness.bench_args("a bench", ["--out", "none"])
     harness.BenchRun("rows", out_dir=None).add({"case": 1})
     assert harness._status is None and capsys.readouterr().err == ""
+
+
+FAKE_SUITE = '''
+from bench.harness import BenchRun, bench_args, collect_rows, suite_argv
+
+def run(quick, *, out=None, argv=()):
+    return collect_rows(main, suite_argv(quick, out, argv))
+
+def main(argv=None):
+    bench = BenchRun("fake", out_dir=bench_args("fake", argv).out)
+    bench.add({"case": "a", "ours_ms": 1.0})
+    print(bench.markdown(["case", "ours_ms"]))
+'''
+
+
+def test_report_logs_each_suite_and_shows_the_running_one(monkeypatch, capsys, tmp_path):
+    from tvm_ext import report
+
+    (tmp_path / "statusbench.py").write_text(FAKE_SUITE)
+    monkeypatch.setenv("PYTHONPATH", str(tmp_path))
+    monkeypatch.setattr(report, "SUITES", (report.Suite("fake", "A fake suite", "statusbench"),))
+    err = Terminal()
+    monkeypatch.setattr(sys, "stderr", err)
+    code = main(["report", "--out", str(tmp_path / "r"), "--suites", "fake", "--json"])
+    data = json.loads(capsys.readouterr().out)
+    assert code == 0 and data["suites"][0]["status"] == "ok" and data["suites"][0]["rows"] == 1
+    shown = err.getvalue()
+    assert "[------------------------] 0/1  report: running statusbench (quick)" in shown
+    assert "  fake: ok in " in shown and "1 rows, 0 plots\n" in shown

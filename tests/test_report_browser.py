@@ -10,12 +10,11 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import textwrap
 
 import numpy as np
 import pytest
 
-from tvm_ext.report import SUITES, Suite, write_report
+from tvm_ext.report import SUITES, Suite, SuiteResult, render_report, write_report
 
 pytest.importorskip("markdown", reason="HTML reports need the markdown package (pip install markdown)")
 pytest.importorskip("matplotlib", reason="the report's plots need matplotlib")
@@ -24,22 +23,16 @@ BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser", "googl
 needs_browser = pytest.mark.skipif(BROWSER is None, reason="no headless browser: install Debian's chromium "
                                    "(sudo apt-get install -y chromium) to render the HTML report")
 
-FAKE = textwrap.dedent('''
-    """A suite that prints one table and returns rows the models plot draws."""
-    from bench.harness import BenchRun, bench_args, collect_rows, suite_argv
-
-    def run(quick, *, out=None, argv=()):
-        return collect_rows(main, suite_argv(quick, out, argv))
-
-    def main(argv=None):
-        args = bench_args("browserbench", argv)
-        bench = BenchRun("models", out_dir=args.out)
-        for i, model in enumerate(["mlp", "gcn", "bert"]):
-            bench.add({"model": model, "config": "llvm", "ours_ms": 1.0 + i, "llvm_only_ms": 10.0,
-                       "torch_ms": 4.0})
-        print("three models, one config")
-        print(bench.markdown(["model", "config", "ours_ms"], ratios={"x llvm": ("llvm_only_ms", "ours_ms")}))
-''')
+#: what a suite printed: a line of prose and a table with a ratio column (bench.harness.BenchRun.markdown)
+STDOUT = """three models, one config
+| model | config | ours_ms | x llvm |
+|---|---|---|---|
+| mlp | llvm | 1 | 10 |
+| gcn | llvm | 2 | 5 |
+| bert | llvm | 3 | 3.333 |
+"""
+ROWS = {"models": [{"model": m, "config": "llvm", "ours_ms": 1.0 + i, "llvm_only_ms": 10.0, "torch_ms": 4.0}
+                   for i, m in enumerate(["mlp", "gcn", "bert"])]}
 
 
 def _browser(*args: str, profile) -> subprocess.CompletedProcess:
@@ -55,14 +48,14 @@ def _has_colour(pixels: np.ndarray, rgb: tuple[int, int, int], tol: int = 6) -> 
 
 @pytest.fixture(scope="module")
 def report_page(tmp_path_factory):
+    """The HTML report of one suite's results, its plot drawn by the models suite's plotter."""
     tmp = tmp_path_factory.mktemp("browser")
-    (tmp / "browserbench.py").write_text(FAKE)
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp), os.environ.get("PYTHONPATH", "")])}
-    models_plot = next(s for s in SUITES if s.name == "models").plot
-    path, (result,) = write_report(tmp / "out", "quick", fmt="html", env=env,
-                                   suites=[Suite("browser", "A browser-rendered suite", "browserbench", models_plot)])
-    assert result.status == "ok" and result.plots, result.error
-    return path, tmp
+    models = next(s for s in SUITES if s.name == "models")
+    result = SuiteResult(Suite("browser", "A browser-rendered suite", "browserbench", models.plot), "ok", 1.5,
+                         STDOUT, ROWS)
+    result.plots = models.plot(ROWS, tmp / "out" / "plots")
+    assert result.plots
+    return render_report([result], tmp / "out", "quick", "html"), tmp
 
 
 @needs_browser

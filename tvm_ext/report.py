@@ -41,7 +41,7 @@ from tvm_ext.errors import ConfigError
 from tvm_ext.figures import png_figure
 
 __all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html",
-           "stdout_markdown", "bench_root"]
+           "stdout_markdown", "bench_root", "render_report"]
 
 SIZES = ("quick", "full")
 
@@ -340,7 +340,7 @@ def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:
                   f"({r.status}, {r.seconds:.1f} s)", ""]
         if r.error:
             lines += [f"> {r.error}", ""]
-        lines += [f"![{p.stem}]({p.relative_to(out).as_posix()})" for p in r.plots]
+        lines += [f"![{p.stem}]({Path(os.path.relpath(Path(p).resolve(), out)).as_posix()})" for p in r.plots]
         lines += ["", stdout_markdown(r.stdout), ""]
     return "\n".join(lines)
 
@@ -469,8 +469,18 @@ def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Seq
         results.append(run_suite(s, size, out, timeout_s=timeout_s, env=env))
         if on_suite:
             on_suite(s, index, len(chosen), results[-1])
-    text = _markdown(results, size, out)
+    return render_report(results, out, size, fmt), results
+
+
+def render_report(results: Sequence[SuiteResult], out_dir: str | os.PathLike, size: str = "quick",
+                  fmt: str = "md") -> Path:
+    """Write ``report.md`` / ``report.html`` in ``out_dir`` from suite results (plots under ``out_dir``)."""
+    if fmt not in ("md", "html"):
+        raise ConfigError(f"report format {fmt!r}: choose md or html")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = _markdown(results, size, out.resolve())
     path = out / f"report.{fmt}"
     path.write_text(markdown_to_html(text, f"tvm-ext benchmark report ({size})", images_from=out)
                     if fmt == "html" else text)
-    return path, results
+    return path
