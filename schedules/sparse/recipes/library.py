@@ -12,7 +12,8 @@ from schedules.sparse.recipes.schedule import Reorder, RowTile, Scatter
 from schedules.sparse.recipes.steps import (Compact, CompactAndPad, Known, MakeDense, Normalize, Permute,
                                             Shift, Skew, Tile)
 
-__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe", "RECIPES"]
+__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe", "bcsr_recipe",
+           "sdia_recipe", "RECIPES"]
 
 
 def csr_recipe() -> Recipe:
@@ -53,5 +54,22 @@ def csb_recipe(beta: int = 4096) -> Recipe:
                   (Scatter(),))
 
 
+def bcsr_recipe(R: int = 4, C: int = 4) -> Recipe:
+    """BCSR (§5.3): make-dense, tile rows by R and columns by C, block-major, compact-and-pad
+    the block columns; the executor keeps the R x C block's output rows in registers."""
+    return Recipe(f"bcsr{R}x{C}", (MakeDense(), Tile("i", R), Tile("k", C), Permute(("ii", "kk", "i", "k")),
+                                   CompactAndPad(("kk",), identity=0)), (RowTile(),))
+
+
+def sdia_recipe(T: int = 8) -> Recipe:
+    """S-DIA, blocked diagonals (named in §5.3 with no recipe): DIA's make-dense, skew and
+    shift, then tile the rows by ``T`` and compact-and-pad the diagonals *per row tile*, so a
+    diagonal costs storage only in the row tiles where it has entries (varying bandwidth)."""
+    return Recipe(f"sdia{T}", (MakeDense(), Skew("k", "i", -1, name="d"), Shift("d", lambda m, k: m - 1),
+                               Tile("i", T), Permute(("ii", "d", "i")), CompactAndPad(("d",), identity=0)),
+                  (RowTile(),))
+
+
 #: Recipe factories by format name.
-RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "dia": dia_recipe, "csb": csb_recipe}
+RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "dia": dia_recipe, "csb": csb_recipe,
+           "bcsr": bcsr_recipe, "sdia": sdia_recipe}

@@ -168,7 +168,7 @@ def _if(T, cond):
 
 
 def _emit_levels(f: _Func, levels: Sequence[Level], guards: Sequence, vmap: dict,
-                 body: Callable[[dict], None]) -> None:
+                 body: Callable[[dict], None], unroll: bool = False) -> None:
     """Loops over ``levels`` (renamed through ``vmap``) with each guard at its shallowest loop."""
     pending = list(guards)
 
@@ -189,7 +189,10 @@ def _emit_levels(f: _Func, levels: Sequence[Level], guards: Sequence, vmap: dict
                 body(vmap)
                 return
             lv = levels[at]
-            with f.loop("serial", subst(lv.lo, vmap), subst(lv.hi, vmap), lv.name) as v:
+            lo, hi = subst(lv.lo, vmap), subst(lv.hi, vmap)
+            ext = subst(hi - lo, {})
+            kind = "unroll" if unroll and hasattr(ext, "value") and int(ext.value) <= UNROLL_EXTENT else "serial"
+            with f.loop(kind, lo, hi, lv.name) as v:
                 vmap[lv.var] = v
                 bound.add(lv.var)
                 rec(at + 1)
@@ -291,43 +294,64 @@ def _lanes(f: _Func, tier: _Tier, stmt: Callable) -> None:
         inner(None)
 
 
-def is_row_tile(nest: SparseNest) -> bool:
-    """Whether the outermost loop is the output row over ``[0, M)`` (the row-tile form)."""
-    if not nest.levels:
-        return False
-    lv = nest.levels[0]
+def row_structure(nest: SparseNest):
+    """``(outer level, rows R, row level)`` when the outermost loop owns ``R`` consecutive
+    output rows: the row itself over ``[0, M)`` (``R = 1``, row level None), or a row tile
+    ``row = R * outer + r`` (a :class:`~.steps.Tile` of the row) with ``r`` a loop over
+    ``[0, R)`` inside; else None."""
     import tvm
 
+    if not nest.levels or nest.levels[0].existential:
+        return None
+    lv = nest.levels[0]
     ana = tvm.sym.Analyzer()
-    return (not lv.existential and nest.row.same_as(lv.var) and ana.can_prove_equal(lv.lo, 0)
-            and ana.can_prove_equal(lv.hi, nest.sizes["M"]))
+    if nest.row.same_as(lv.var) and ana.can_prove_equal(lv.lo, 0) \
+            and ana.can_prove_equal(lv.hi, nest.sizes["M"]):
+        return lv, 1, None
+    if nest.meta.get("row_blocks") != lv.name or not ana.can_prove_equal(lv.lo, 0):
+        return None
+    for r in nest.levels[1:]:
+        ext = ana.simplify(r.hi - r.lo)
+        if r.existential or not hasattr(ext, "value") or not ana.can_prove_equal(r.lo, 0):
+            continue
+        if ana.can_prove_equal(nest.row - (lv.var * int(ext.value) + r.var), 0):
+            return lv, int(ext.value), r
+    return None
+
+
+def is_row_tile(nest: SparseNest) -> bool:
+    """Whether the outermost loop owns consecutive output rows (see :func:`row_structure`)."""
+    return row_structure(nest) is not None
 
 
 def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
     """The register-blocked row-tile executor of ``nest`` under micro-kernel ``kernel``.
 
-    Returns ``(PrimFunc, part kind)``; with ``kernel.parallel`` the kernel
-    takes a ``part`` array of row boundaries (kind ``"rows"``) after the format arrays.
+    Each block holds ``R x (unroll * lanes)`` accumulators (``R`` rows of a row
+    tile, BCSR's block in registers) across every inner loop; small constant
+    loops are unrolled.  Returns ``(PrimFunc, part kind)``; with
+    ``kernel.parallel`` the kernel takes a ``part`` array of outer-loop
+    boundaries (kind ``"rows:R"``) after the format arrays.
     """
     from tvm import tirx
 
-    if not is_row_tile(nest):
-        raise ScheduleError("row_tile: the outermost loop must be the output row over [0, M); "
-                            f"reorder the loops first (outermost is {nest.levels[0].name if nest.levels else None}, "
-                            f"row is {nest.row})")
-    row_level, inner = nest.levels[0], nest.levels[1:]
-    M = nest.sizes["M"]
+    found = row_structure(nest)
+    if found is None:
+        raise ScheduleError("row_tile: the outermost loop must own the output rows (the row over "
+                            "[0, M) or a tile of it); reorder the loops first (outermost is "
+                            f"{nest.levels[0].name if nest.levels else None}, row is {nest.row})")
+    outer, rows, row_level = found
+    inner = nest.levels[1:]
     part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if kernel.parallel else None
     guards = simplify_guards(nest, nest.guards)
     spmv = nest.kind == "spmv"
     with _Func(nest, f"recipe_row_{nest.kind}", [part] if part is not None else []) as f:
-        T = f.T
         tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
 
         def row_body(i):
             for tier in tiers:
-                chains = kernel.chains(tier.unroll, spmv)
-                _row_block(f, nest, tier, chains, i, row_level, inner, guards)
+                chains = kernel.chains(tier.unroll * rows, spmv)
+                _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner, guards)
 
         if kernel.parallel:
             NP = part.shape[0]
@@ -335,13 +359,17 @@ def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
                 with f.loop("serial", part[t], part[t + 1], "i") as i:
                     row_body(i)
         else:
-            with f.loop("serial", 0, M, "i") as i:
+            with f.loop("serial", 0, outer.hi, "i") as i:
                 row_body(i)
-    return f.get(), ("rows" if part is not None else None)
+    return f.get(), (f"rows:{rows}" if part is not None else None)
 
 
-def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, row_level: Level,
-               inner: Sequence[Level], guards: Sequence) -> None:
+#: Constant inner loops up to this trip count are unrolled (a block's rows/columns).
+UNROLL_EXTENT = 8
+
+
+def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: Level, rows: int,
+               row_level, inner: Sequence[Level], guards: Sequence) -> None:
     from contextlib import ExitStack
 
     T = f.T
@@ -354,43 +382,47 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, row_leve
         if tier.count is not None:
             jo = stack.enter_context(f.loop("serial", 0, tier.count, "jo"))
         stack.enter_context(T.sblock(f"row{tier.suffix}"))
-        vi = T.axis.spatial(M, i)
+        vi = T.axis.spatial(outer.hi, i)
         f.IRBuilder.name("vi", vi)
         if tier.count is not None:
             vj = T.axis.spatial(tier.count, jo)
             f.IRBuilder.name("vj", vj)
         base = None if tier.base is None else tier.base(vj)
-        acc = T.sblock_alloc_buffer((chains, tier.width), dtype, scope="local")
+        acc = T.sblock_alloc_buffer((chains * rows, tier.width), dtype, scope="local")
         f.IRBuilder.name("acc", acc)
 
         def col(lane):
             return None if base is None else base + lane
 
-        def zero(c):
-            _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [c, lane]))
-        if chains > 1:
-            with f.loop("unroll", 0, chains, "r") as r:
-                zero(r)
-        else:
-            zero(0)
+        def out_row(r):
+            return vi if rows == 1 else vi * rows + r
+
+        with f.loop("unroll", 0, chains * rows, "r") as r:
+            _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [r, lane]))
 
         def fma(vmap, chain):
             val, b_row = subst(nest.value, vmap), subst(nest.col, vmap)
+            a = chain * rows + (vmap[row_level.var] if row_level is not None else 0)
             _lanes(f, tier, lambda lane: f.store(
-                acc, acc[chain, lane] + val * f.c(f.B, b_row, col(lane)), [chain, lane]))
+                acc, acc[a, lane] + val * f.c(f.B, b_row, col(lane)), [a, lane]))
 
-        _reduce(f, nest, inner, guards, {row_level.var: vi}, chains, fma)
+        _reduce(f, nest, inner, guards, {outer.var: vi}, chains, fma)
         if chains > 1:
             with f.loop("unroll", 0, chains - 1, "k") as k:
-                _lanes(f, tier, lambda lane: f.store(acc, acc[0, lane] + acc[k + 1, lane], [0, lane]))
+                with f.loop("unroll", 0, rows, "r") as r:
+                    _lanes(f, tier, lambda lane: f.store(
+                        acc, acc[r, lane] + acc[(k + 1) * rows + r, lane], [r, lane]))
 
         def write(with_beta):
-            def one(lane):
-                rhs = f.alpha * acc[0, lane]
-                if with_beta:
-                    rhs = rhs + f.beta * f.c(f.C_in, vi, col(lane))
-                f.store(f.C_out, rhs, [vi, col(lane)] if not nest.kind == "spmv" else [vi])
-            _lanes(f, tier, one)
+            with f.loop("unroll", 0, rows, "r") as r:
+                row = out_row(r)
+                with _if(T, None if rows == 1 else row < M):
+                    def one(lane):
+                        rhs = f.alpha * acc[r, lane]
+                        if with_beta:
+                            rhs = rhs + f.beta * f.c(f.C_in, row, col(lane))
+                        f.store(f.C_out, rhs, [row, col(lane)] if not nest.kind == "spmv" else [row])
+                    _lanes(f, tier, one)
         with T.If(f.beta == _const(0, dtype)):
             with T.Then():
                 write(False)
@@ -410,9 +442,11 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
 
     def innermost(vm):
         lo, hi = subst(last.lo, vm), subst(last.hi, vm)
-        if chains == 1:
-            with f.loop("serial", lo, hi, last.name) as v:
-                vm2 = dict(vm, **{})
+        ext = subst(hi - lo, {})
+        small = hasattr(ext, "value") and int(ext.value) <= UNROLL_EXTENT
+        if chains == 1 or small:
+            with f.loop("unroll" if small else "serial", lo, hi, last.name) as v:
+                vm2 = dict(vm)
                 vm2[last.var] = v
                 _guarded(f, last_guards, vm2, lambda: fma(vm2, 0))
             return
@@ -427,11 +461,7 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
             vm3[last.var] = v
             _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
 
-    _emit_levels_then(f, outer, outer_guards, vmap, innermost)
-
-
-def _emit_levels_then(f, levels, guards, vmap, body):
-    _emit_levels(f, levels, guards, dict(vmap), body)
+    _emit_levels(f, outer, outer_guards, dict(vmap), innermost, unroll=True)
 
 
 def _guarded(f: _Func, guards: Sequence, vmap: dict, body: Callable[[], None]) -> None:

@@ -263,10 +263,11 @@ class RecipeKernels(FormatKernels):
         if part_kind == "chunks":
             comp = nest.meta["compaction"]
             return row_aligned_chunks(fmt.arrays[f"explicit_{comp['levels'][0]}"], n)
+        rows = int(part_kind.split(":")[1]) if part_kind.startswith("rows:") else 1
         if "offset" in fmt.arrays and len(nest.levels) > 1 and any(
                 b.name == "offset" for b in loads(nest.levels[1].lo)):
             return balanced_parts(fmt.arrays["offset"], n, item_cost=1.0)
-        return uniform_parts(fmt.shape[0], n)
+        return uniform_parts(-(-fmt.shape[0] // rows), n)
 
     def nnz(self, fmt) -> int:
         return int(fmt.arrays["a_data"].size)
