@@ -40,6 +40,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import sys
 import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -395,7 +396,8 @@ class LearnedSelector:
     def __init__(self, model, feature_names: Sequence[str], kinds: Sequence[str], meta: dict | None = None):
         if not callable(getattr(model, "predict", None)):
             raise InputError(f"LearnedSelector: the model ({type(model).__name__}) has no predict(X) method")
-        if type(model).__name__ == "Booster" and type(model).__module__.startswith("xgboost"):
+        xgb = sys.modules.get("xgboost")   # a Booster exists only once xgboost is imported
+        if xgb is not None and isinstance(model, xgb.Booster):
             model = BoostedTreeRegressor.from_booster(model, len(feature_names))
         self.model = model
         self.feature_names = list(feature_names)
