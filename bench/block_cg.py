@@ -3,7 +3,7 @@
 Matrices: ``make_spd(nasa4704)`` and ``lap2d(300)`` (cache-resident), pyamg's
 Q1 elasticity FEM (``fem_elasticity(800)``: 1.28M rows, 16M nnz) and
 ``lap2d(1000)`` (ecology1-sized); N in {1, 8, 16} ({1, 8} with ``--quick``).  A read-bandwidth probe (numpy sums over
-4 MB - 1 GB arrays) finds the cache cliff, and each case is labelled cache- or
+4 MB - 1 GB arrays) finds the cache limit, and each case is labelled cache- or
 DRAM-resident by its per-iteration working set.  For each case every solver
 runs the same ``K`` iterations from ``X0 = 0`` (before any column converges,
 so no restart happens) and the best of ``--repeat`` runs is kept:
@@ -57,9 +57,9 @@ def working_set_bytes(A, N: int) -> int:
     return int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes) + 4 * A.shape[0] * N * 8
 
 
-def cache_cliff(sizes_mb: Sequence[int] = (4, 16, 64, 256, 1024), repeat: int = 5) -> tuple[int, list]:
-    """Measure read bandwidth (``a.sum()``) over growing arrays; the cliff is the smallest size whose
-    bandwidth is at most half the smallest size's (out of cache).  Returns (cliff bytes, [(MB, GB/s)])."""
+def cache_limit(sizes_mb: Sequence[int] = (4, 16, 64, 256, 1024), repeat: int = 5) -> tuple[int, list]:
+    """Measure read bandwidth (``a.sum()``) over growing arrays; the cache limit is the largest size
+    whose bandwidth is still above half the smallest size's.  Returns (limit bytes, [(MB, GB/s)])."""
     probe = []
     for mb in sizes_mb:
         a = np.ones(mb * (1 << 20) // 8)
@@ -68,8 +68,8 @@ def cache_cliff(sizes_mb: Sequence[int] = (4, 16, 64, 256, 1024), repeat: int = 
         probe.append((mb, a.nbytes / t.min / 1e9))
         del a
     cached = probe[0][1]
-    cliff = next((mb for mb, bw in probe if bw <= 0.5 * cached), probe[-1][0])
-    return cliff * (1 << 20), probe
+    limit = max(mb for mb, bw in probe if bw > 0.5 * cached)
+    return limit * (1 << 20), probe
 
 
 def _per_iteration(solve, repeat: int) -> tuple[float, object]:
@@ -135,14 +135,14 @@ def _peer_main(spec: list[str], quick: bool) -> None:
 
 
 def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: int, quick: bool,
-         cliff: int) -> None:
+         cache_bytes: int) -> None:
     from schedules.fusion.block_cg import BlockCG
     from schedules.fusion.cg_compare import modelled_traffic
 
     B = np.random.default_rng(N).standard_normal((A.shape[0], N))
     ws = working_set_bytes(A, N)
     row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz, "N": N, "iters": iters,
-           "working_set_mb": ws / (1 << 20), "resident": "DRAM" if ws >= cliff else "cache"}
+           "working_set_mb": ws / (1 << 20), "resident": "DRAM" if ws > cache_bytes else "cache"}
     for fused in (True, False, "auto"):
         solver = BlockCG(A, N, fused=fused)
         t, res = _per_iteration(lambda: solver.solve(B, rtol=1e-30, maxiter=iters), repeat)
@@ -191,13 +191,13 @@ def main(argv: Sequence[str] | None = None) -> None:
     out = None if args.out in ("", "none") else args.out
     run = BenchRun("block_cg", out_dir=out)
     print(run.header())
-    cliff, probe = cache_cliff()
+    limit, probe = cache_limit()
     print("read bandwidth (numpy sum): " + ", ".join(f"{mb} MB {bw:.1f} GB/s" for mb, bw in probe)
-          + f"; a working set >= {cliff >> 20} MB counts as DRAM-resident")
+          + f"; a working set above {limit >> 20} MB counts as DRAM-resident")
     for name, make in matrices(sizes).items():
         A = make()
         for N in args.n or sizes["ns"]:
-            case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick, cliff)
+            case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick, limit)
     print(f"\n## Block CG, milliseconds per iteration ({sizes['iters']} iterations from X0 = 0, best of "
           f"{args.repeat}); gogeta = fused='auto' (the faster schedule in a few measured iterations at build "
           "time); kernels = sum of the steps' kernel times; modelled = GOGETA SEQ-Flex / GOGETA-map DRAM "

@@ -533,7 +533,7 @@ class _Schedule:
                       for s, k in zip(steps, kernels) if k is None}
         return cls(plan, steps, storage, kernels, host_forms)
 
-def _select(candidates: dict, *, iters: int = 4, rounds: int = 3, seed: int = 0) -> "FusionSelection":
+def _select(candidates: dict, *, iters: int = 3, rounds: int = 5, seed: int = 0) -> "FusionSelection":
     """Time a few real Alg. 1 iterations (kernels, host steps, launches) of each candidate solver,
     interleaved, best of ``rounds``; random right-hand sides, so nothing converges early."""
     one = next(iter(candidates.values()))

@@ -1,0 +1,23 @@
+"""bench.block_cg's helpers: the per-iteration working set and the cache-limit probe."""
+from __future__ import annotations
+
+from bench.block_cg import QUICK, cache_limit, matrices, working_set_bytes
+from tvm_ext.workloads import lap2d
+
+
+def test_working_set_counts_csr_and_four_block_vectors():
+    A = lap2d(10)
+    ws = working_set_bytes(A, 8)
+    assert ws == A.data.nbytes + A.indices.nbytes + A.indptr.nbytes + 4 * 100 * 8 * 8
+    assert working_set_bytes(A, 16) - working_set_bytes(A, 8) == 4 * 100 * 8 * 8
+
+
+def test_cache_limit_is_one_of_the_probed_sizes():
+    limit, probe = cache_limit((1, 4), repeat=2)
+    assert [mb for mb, _ in probe] == [1, 4] and all(bw > 0 for _, bw in probe)
+    assert limit in (1 << 20, 4 << 20)
+
+
+def test_quick_suite_has_a_cache_and_a_large_fem_matrix():
+    names = list(matrices(QUICK))
+    assert names[0] == "nasa4704" and any(n.startswith("fem_elasticity(") for n in names)
