@@ -222,7 +222,7 @@ def _strict_triangle(A: sp.csr_array, upper: bool) -> tuple[np.ndarray, np.ndarr
         return gptr, np.zeros(0, _I32)
     gidx = tvm.runtime.empty((int(gptr[-1]),), "int32", tvm.cpu(0))
     mod["fill"](indptr, indices, _tensor(gptr), gidx, int(upper))
-    return gptr, gidx.numpy()
+    return gptr, _view(gidx)
 
 
 def _graph_of_canonical(A: sp.csr_array, lower: bool) -> DependenceGraph:
@@ -360,7 +360,7 @@ def _levels_direct(A: sp.csr_array, lower: bool) -> tuple[np.ndarray, bool]:
     _kernel("levels_direct", _levels_direct_func)["main"](
         _tensor(A.indptr.astype(_I32, copy=False)), _tensor(indices), level, later,
         0 if lower else 1)
-    return level.numpy(), int(later.numpy()[0]) == 0
+    return _view(level), int(later.numpy()[0]) == 0
 
 
 def _place_func():
@@ -422,6 +422,11 @@ def _kernel(name: str, make):
     return _KERNELS[name]
 
 
+def _view(t) -> np.ndarray:
+    """Zero-copy numpy view of a TVM tensor (DLPack); it keeps the tensor alive."""
+    return np.from_dlpack(t)
+
+
 def _tensor(a: np.ndarray):
     import tvm
 
@@ -444,7 +449,7 @@ def _counting_sort(level_of: np.ndarray, level_ptr: np.ndarray) -> np.ndarray:
     perm = tvm.runtime.empty((level_of.size,), "int32", tvm.cpu(0))
     cursor = _tensor(level_ptr[:-1].astype(_I32))
     _kernel("place", _place_func)["main"](_tensor(level_of), cursor, perm)
-    return perm.numpy()
+    return _view(perm)
 
 
 def permute_csr(A: Any, perm: Any) -> sp.csr_array:
@@ -488,7 +493,7 @@ def _permute_canonical(A: sp.csr_array, perm: np.ndarray, iperm: np.ndarray) -> 
         _tensor(A.indptr), _tensor(A.indices), _tensor(perm), _tensor(iperm),
         _tensor(new_indptr), new_indices, src_pos)
     # sort each row by new column, carrying the source positions (scipy, C++)
-    P = sp.csr_array((src_pos.numpy(), new_indices.numpy(), new_indptr), shape=A.shape)
+    P = sp.csr_array((_view(src_pos), _view(new_indices), new_indptr), shape=A.shape)
     P.has_sorted_indices = False
     P.sort_indices()
     B = sp.csr_array((A.data[P.data], P.indices, P.indptr), shape=A.shape)

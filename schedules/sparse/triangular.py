@@ -311,8 +311,8 @@ def _split_diagonal(B: sp.csr_array) -> tuple[sp.csr_array, np.ndarray, np.ndarr
             _tensor(B.data), oidx, odata, diag, ndiag)
         if (ndiag.numpy() == 1).all():
             indptr = B.indptr.astype(_I32) - np.arange(n + 1, dtype=_I32)
-            O = sp.csr_array((odata.numpy(), oidx.numpy(), indptr), shape=B.shape)
-            return O, diag.numpy(), np.ones(n, dtype=bool)
+            O = sp.csr_array((np.from_dlpack(odata), np.from_dlpack(oidx), indptr), shape=B.shape)
+            return O, np.from_dlpack(diag), np.ones(n, dtype=bool)
     rows = np.repeat(np.arange(n, dtype=_I32), np.diff(B.indptr))
     on = B.indices == rows
     diag = np.zeros(n, dtype=B.dtype)
