@@ -6,8 +6,14 @@ For every op the ``tensorize`` mapper searches the instruction library
 :func:`tensorize.select_instructions` picks a non-overlapping cover with
 :class:`SystemCostModel` (calls x the cheapest unit's cycles).  When the graph
 cannot transpose tiles in flight, mappings that read an operand's dimensions
-out of order are dropped.  A statement no instruction covers is a
-:class:`~tvm_ext.errors.ConfigError` naming the instructions that would.
+out of order are dropped.  Covers whose instructions only bind kernel tensors
+are preferred; when there is none (a depthwise convolution needs fill, a
+``scale`` writing the kernel's product temporary, and an ``iadd`` reading it),
+mappings onto the kernel's temporaries are allowed too, and :func:`legalize`
+gives each such temporary a workload tensor (role ``temp``) so the scheduler
+places, moves and retires its tiles like any intermediate.  A statement no
+instruction covers is a :class:`~tvm_ext.errors.ConfigError` naming the
+instructions that would.
 
 The result, :class:`LoweredOp`, lists the selected mappings as
 :class:`MappedCall` s whose :class:`OperandSpec` s say, per needle operand,
@@ -31,7 +37,8 @@ from .system_graph import SystemGraph
 from .workload import Op, Workload
 
 __all__ = ["SystemCostModel", "OperandSpec", "MappedCall", "LoweredOp", "lower_op", "lower_workload",
-           "needle_modes", "legalize"]
+           "needle_modes", "legalize",
+           "kernel_temporaries"]
 
 _UNCOVERED = 1e18
 
@@ -137,8 +144,9 @@ def _system_key(system: SystemGraph) -> tuple:
     return (system.isa, tuple(sorted(model.cycles.items())), system.transposing_copies)
 
 
-def _keeper(system: SystemGraph):
-    return lambda m: _binds_tensors(m) and (system.transposing_copies or _in_order(m))
+def _keeper(system: SystemGraph, temporaries: bool = False):
+    """Mapping filter: tensor operands only (or also kernel temporaries), in order unless tiles can transpose."""
+    return lambda m: (temporaries or _binds_tensors(m)) and (system.transposing_copies or _in_order(m))
 
 
 def _binds_tensors(mapping) -> bool:
@@ -154,6 +162,25 @@ def _in_order(mapping) -> bool:
     return all(list(v) == sorted(v) for nb, v in mapping.dim_map.items() if needle.buffer(nb).role != "temp")
 
 
+def kernel_temporaries(mappings) -> dict[str, tuple[int, ...]]:
+    """Haystack temporaries the selected mappings read or write as operands -> their (padded) shapes.
+
+    >>> kernel_temporaries([])
+    {}
+    """
+    out: dict[str, tuple[int, ...]] = {}
+    for m in mappings:
+        needle = m.instruction.needle
+        for nb, hb in m.buffer_map.items():
+            if needle.buffer(nb).role == "temp" or nb in m.constants:
+                continue
+            buf = m.program.buffer(hb)
+            if buf.role == "temp":
+                old = out.get(hb, (0,) * len(buf.shape))
+                out[hb] = tuple(max(a, int(b)) for a, b in zip(old, buf.shape))
+    return out
+
+
 def _select(op: Op, system: SystemGraph):
     """(transforms, [mapping, ...]) for an op's kernel on ``system`` (cached)."""
     key = (op.key, _system_key(system))
@@ -165,11 +192,17 @@ def _select(op: Op, system: SystemGraph):
     program = parse_isamir(op.text, extents=dict(op.extents), name=op.kind)
     names = system.supported_instructions()
     model = SystemCostModel(system)
-    keep = _keeper(system)
-    found = _candidates(program, system, names, model, keep)
-    if not found:
+    best = found = None
+    # tensor operands only first (existing covers unchanged), then covers through kernel temporaries
+    for temporaries in (False, True):
+        if temporaries and not any(b.role == "temp" for b in program.buffers):
+            break
+        found = _candidates(program, system, names, model, _keeper(system, temporaries))
+        best = select_instructions(found, model, program=program) if found else None
+        if best is not None and not best.uncovered and best.cost < _UNCOVERED:
+            break
+    if best is None:
         raise ConfigError(_uncovered_message(op, system, program, list(range(len(program.statements)))))
-    best = select_instructions(found, model, program=program)
     if best.uncovered or best.cost >= _UNCOVERED:
         raise ConfigError(_uncovered_message(op, system, program,
                                              best.uncovered or list(range(len(program.statements)))))
@@ -387,25 +420,52 @@ def legalize(wl: Workload, system: SystemGraph) -> Workload:
     """Rewrite ops the system cannot map as they are (returns ``wl`` itself when nothing changes).
 
     Without transposing copies, ``A @ B.T`` becomes an explicit ``transpose``
-    of ``B`` (the transpose unit's instruction) followed by ``A @ T``.
+    of ``B`` (the transpose unit's instruction) followed by ``A @ T``.  An op
+    whose selected cover passes data through a kernel temporary (see
+    :func:`kernel_temporaries`) gets a ``temp`` tensor ``<op>_<buffer>`` per
+    temporary, bound by a view, so its instructions' operands are tensors.
+
+    >>> from tvm_ext.accel.system_graph import load_system
+    >>> w = Workload(); y = w.depthwise_conv2d(w.input("x", (1, 2, 6, 6)), w.weight("k", (2, 1, 3, 3)), out="y")
+    >>> sorted(n for n, t in legalize(w, load_system("default")).tensors.items() if t.role == "temp")
+    ['op0_depthwise_conv2d_tmp']
     """
     from dataclasses import replace
 
-    from .workload import Ref, View
+    from .workload import Ref, TensorSpec, View
 
-    if system.transposing_copies or not any(op.kind == "matmul_nt" for op in wl.ops):
-        return wl
-    out = Workload(wl.name, dict(wl.tensors), [], list(wl.returns))
-    for op in wl.ops:
-        if op.kind != "matmul_nt":
-            out.ops.append(op)
+    out = wl
+    if not system.transposing_copies and any(op.kind == "matmul_nt" for op in wl.ops):
+        out = Workload(wl.name, dict(wl.tensors), [], list(wl.returns))
+        for op in wl.ops:
+            if op.kind != "matmul_nt":
+                out.ops.append(op)
+                continue
+            ext = dict(op.extents)
+            b = op.view("B")
+            t = out.transpose(Ref(b.tensor, b.offset, (ext["j"], ext["k"])))
+            views = tuple((n, View(t, (0, 0)) if n == "B" else v) for n, v in op.views)
+            out.ops.append(replace(op, name=f"op{len(out.ops)}_matmul", kind="matmul",
+                                   text=op.text.replace("B[j][k]", "B[k][j]"), views=views))
+    ops = []
+    for op in out.ops:
+        bound = dict(op.views)
+        temps = {hb: shape for hb, shape in kernel_temporaries(_select(op, system)[1]).items() if hb not in bound}
+        if not temps:
+            ops.append(op)
             continue
-        ext = dict(op.extents)
-        b = op.view("B")
-        t = out.transpose(Ref(b.tensor, b.offset, (ext["j"], ext["k"])))
-        views = tuple((n, View(t, (0, 0)) if n == "B" else v) for n, v in op.views)
-        out.ops.append(replace(op, name=f"op{len(out.ops)}_matmul", kind="matmul",
-                               text=op.text.replace("B[j][k]", "B[k][j]"), views=views))
+        if out is wl:
+            out = Workload(wl.name, dict(wl.tensors), [], list(wl.returns))
+        views = list(op.views)
+        for hb, shape in temps.items():
+            name = f"{op.name}_{hb}"
+            if name in out.tensors:
+                raise ConfigError(f"op {op.name}: its temporary {hb} would be tensor {name!r}, which exists")
+            out.tensors[name] = TensorSpec(name, shape, "temp")
+            views.append((hb, View(name, (0,) * len(shape))))
+        ops.append(replace(op, views=tuple(views)))
+    if out is not wl or ops != out.ops:
+        out.ops = ops
     return out
 
 

@@ -59,6 +59,11 @@ def _inplace(ufunc):
     return lambda a, c: (lambda A=a["A"], C=a["C"]: ufunc(C, A, out=C))
 
 
+def _scalar(a, c):
+    """The scalar operand ``s``: a mapped constant, or a one-element tile of a tensor (read at run time)."""
+    return a["s"] if "s" in a else np.float32(c["s"])
+
+
 #: mnemonic-level implementations: ``factory(arrays: {needle buffer: tile}, constants) -> run()``.
 SIM_IMPLS: dict[str, Callable[[dict, dict], Callable[[], None]]] = {
     "matmul": lambda a, c: (lambda A=a["A"], B=a["B"], C=a["C"]: np.add(C, A @ B, out=C)),
@@ -72,8 +77,8 @@ SIM_IMPLS: dict[str, Callable[[dict, dict], Callable[[], None]]] = {
     "tanh": lambda a, c: (lambda A=a["A"], C=a["C"]: np.tanh(A, out=C)),
     "sigmoid": lambda a, c: _sigmoid(a["A"], a["C"]),
     "relu": lambda a, c: (lambda A=a["A"], C=a["C"]: np.maximum(A, 0.0, out=C)),
-    "scale": lambda a, c: (lambda A=a["A"], C=a["C"], s=np.float32(c["s"]): np.multiply(A, s, out=C)),
-    "rsub": lambda a, c: (lambda A=a["A"], C=a["C"], s=np.float32(c["s"]): np.subtract(s, A, out=C)),
+    "scale": lambda a, c: (lambda A=a["A"], C=a["C"], s=_scalar(a, c): np.multiply(A, s, out=C)),
+    "rsub": lambda a, c: (lambda A=a["A"], C=a["C"], s=_scalar(a, c): np.subtract(s, A, out=C)),
     "copy": lambda a, c: (lambda A=a["A"], C=a["C"]: np.copyto(C, A)),
     "iadd": _inplace(np.add),
     "isub": _inplace(np.subtract),
@@ -187,7 +192,7 @@ class FunctionalSimulator:
                 return lambda tile=tile: tile.fill(0.0)
             block = tensor[P.home_index[p]].transpose(P.axes[p])
             vshape, valid = P.valid_shape[p], P.tile_valid[p]
-            target = tile[valid]
+            target = tile[tuple(valid) + (Ellipsis,)]  # a view, also of a 0-d (scalar) tile
             if P.partial[p]:
                 def load(tile=tile, target=target, block=block, vshape=vshape):
                     tile.fill(0.0)
@@ -198,7 +203,7 @@ class FunctionalSimulator:
         if empty:
             return lambda: None
         block = tensor[P.home_index[p]].transpose(P.axes[p])
-        valid = tile[P.tile_valid[p]]
+        valid = tile[tuple(P.tile_valid[p]) + (Ellipsis,)]
         bshape = block.shape
         return lambda block=block, valid=valid, bshape=bshape: np.copyto(block, valid.reshape(bshape))
 

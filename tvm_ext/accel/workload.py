@@ -332,6 +332,56 @@ class Workload:
                    strides=(sh, sw), padding=(pt, pl, pb, pr), layout=layout)
         return o
 
+    def depthwise_conv2d(self, x, w, out: str | None = None, *, strides: Sequence[int] = (1, 1),
+                         padding: Sequence[int] = (0, 0, 0, 0), layout: str = "NCHW") -> str:
+        """Depthwise 2-D convolution (one filter per channel, a grouped conv with groups = channels).
+
+        ``NCHW`` takes the weight as ``(C, 1, KH, KW)`` (OIHW with one input
+        channel per group: torch / ONNX), ``NHWC`` as ``(KH, KW, 1, C)`` (HWIO);
+        ``padding`` = (top, left, bottom, right).
+
+        >>> wl = Workload(); y = wl.depthwise_conv2d(wl.input("x", (1, 4, 8, 8)), wl.weight("w", (4, 1, 3, 3)),
+        ...                                          padding=(1, 1, 1, 1), out="y")
+        >>> wl.tensors[y].shape
+        (1, 4, 8, 8)
+        """
+        X, W = self._ref(x), self._ref(w)
+        if len(X.shape) != 4 or len(W.shape) != 4:
+            raise ShapeError(f"depthwise_conv2d: input and weight must be 4-D, got {X.shape} and {W.shape}")
+        if layout not in ("NCHW", "NHWC"):
+            raise InputError(f"depthwise_conv2d: layout must be NCHW or NHWC, got {layout!r}")
+        sh, sw = (int(s) for s in strides)
+        pt, pl, pb, pr = (int(p) for p in padding)
+        if sh < 1 or sw < 1 or min(pt, pl, pb, pr) < 0:
+            raise InputError(f"depthwise_conv2d: strides must be >= 1 and padding >= 0, got {strides}, {padding}")
+        if layout == "NCHW":
+            n, c, h, wd = X.shape
+            c2, one, kh, kw = W.shape
+        else:
+            n, h, wd, c = X.shape
+            kh, kw, one, c2 = W.shape
+        if c != c2 or one != 1:
+            raise ShapeError(f"depthwise_conv2d: input has {c} channels, weight {W.shape} must be "
+                             f"{'(C, 1, KH, KW)' if layout == 'NCHW' else '(KH, KW, 1, C)'} with C = {c}")
+        oh, ow = (h + pt + pb - kh) // sh + 1, (wd + pl + pr - kw) // sw + 1
+        if oh < 1 or ow < 1:
+            raise ShapeError(f"depthwise_conv2d: kernel {kh}x{kw} does not fit the padded {h}x{wd} input")
+        hi, wi = f"{sh}*oh+kh" if sh > 1 else "oh+kh", f"{sw}*ow+kw" if sw > 1 else "ow+kw"
+        if layout == "NCHW":
+            c_idx, a_idx, w_idx, shape = "[n][c][oh][ow]", f"[n][c][{hi}][{wi}]", "[c][0][kh][kw]", (n, c, oh, ow)
+            off = (X.offset[0], X.offset[1], X.offset[2] - pt, X.offset[3] - pl)
+        else:
+            c_idx, a_idx, w_idx, shape = "[n][oh][ow][c]", f"[n][{hi}][{wi}][c]", "[kh][kw][0][c]", (n, oh, ow, c)
+            off = (X.offset[0], X.offset[1] - pt, X.offset[2] - pl, X.offset[3])
+        all_idx = "[n][c][oh][ow][kh][kw]"
+        text = (f"forall n,c,oh,ow,kh,kw {{ C{c_idx} := 0; tmp{all_idx} := A{a_idx}; "
+                f"tmp{all_idx} *= W{w_idx}; C{c_idx} += tmp{all_idx}; }}")
+        ext = {"n": n, "c": c, "oh": oh, "ow": ow, "kh": kh, "kw": kw}
+        o = self._out(out, shape, (X, W))
+        self._emit("depthwise_conv2d", text, ext, {"A": Ref(X.tensor, off, X.shape), "W": W}, o,
+                   strides=(sh, sw), padding=(pt, pl, pb, pr), layout=layout)
+        return o
+
     # -- reference -------------------------------------------------------------
     def reference(self, inputs: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Evaluate in float64 numpy (ground truth); returns :attr:`outputs`."""
@@ -365,7 +415,7 @@ class Workload:
         for op in self.ops:
             ext = dict(op.extents)
             pts = int(np.prod(list(ext.values()), dtype=np.int64))
-            total += 2 * pts if op.kind in ("matmul", "matmul_nt", "conv2d") else pts
+            total += 2 * pts if op.kind in ("matmul", "matmul_nt", "conv2d", "depthwise_conv2d") else pts
         return total
 
     def random_inputs(self, seed: int = 0, scale: float = 1.0) -> dict[str, np.ndarray]:
@@ -409,6 +459,8 @@ def _reference_op(wl: Workload, op: Op, env: Mapping[str, np.ndarray]) -> np.nda
         return a @ (b.T if op.kind == "matmul_nt" else b)
     if op.kind == "conv2d":
         return _reference_conv(wl, op, env)
+    if op.kind == "depthwise_conv2d":
+        return _reference_depthwise(wl, op, env)
     if op.kind == "transpose":
         return _block(env, wl, op.view("A"), (ext["i"], ext["j"])).T
     a = _block(env, wl, op.view("A"), out_shape)
@@ -453,4 +505,24 @@ def _reference_conv(wl: Workload, op: Op, env: Mapping[str, np.ndarray]) -> np.n
         for s in range(kw):
             patch = x[:, r:r + sh * (oh - 1) + 1:sh, s:s + sw * (ow - 1) + 1:sw, :]
             out += np.einsum("nhwc,co->nhwo", patch, w[r, s])
+    return out
+
+
+def _reference_depthwise(wl: Workload, op: Op, env: Mapping[str, np.ndarray]) -> np.ndarray:
+    ext = dict(op.extents)
+    sh, sw = op.attr("strides")
+    n, c, oh, ow, kh, kw = (ext[a] for a in ("n", "c", "oh", "ow", "kh", "kw"))
+    w = env[op.view("W").tensor]
+    if op.attr("layout") == "NCHW":
+        x = _block(env, wl, op.view("A"), (n, c, (oh - 1) * sh + kh, (ow - 1) * sw + kw))
+        out = np.zeros((n, c, oh, ow))
+        for r in range(kh):
+            for s in range(kw):
+                out += x[:, :, r:r + sh * (oh - 1) + 1:sh, s:s + sw * (ow - 1) + 1:sw] * w[None, :, 0, r, s, None, None]
+        return out
+    x = _block(env, wl, op.view("A"), (n, (oh - 1) * sh + kh, (ow - 1) * sw + kw, c))
+    out = np.zeros((n, oh, ow, c))
+    for r in range(kh):
+        for s in range(kw):
+            out += x[:, r:r + sh * (oh - 1) + 1:sh, s:s + sw * (ow - 1) + 1:sw, :] * w[r, s, 0, :]
     return out
