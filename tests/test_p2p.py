@@ -102,3 +102,16 @@ def test_too_few_pool_threads_raise_instead_of_hanging():
         ref = spla.spsolve_triangular(ps.matrix, b)
         np.testing.assert_allclose(x, ref, rtol=1e-12)
 
+
+
+@pytest.mark.parametrize("sweep", ["forward", "backward", "symmetric"])
+def test_p2p_gauss_seidel_matches_pyamg(sweep):
+    relaxation = pytest.importorskip("pyamg.relaxation.relaxation")
+    # an unsymmetric pattern (edges stored in one row only) and HPCG's 27-point stencil
+    for A in (random_matrix(200, 0.03, 5), sp.csr_array(lap3d(7, 27))):
+        rng = np.random.default_rng(2)
+        x0, b = rng.standard_normal(A.shape[0]), rng.standard_normal(A.shape[0])
+        ref = x0.copy()
+        relaxation.gauss_seidel(A, ref, b, iterations=2, sweep=sweep)
+        got = getattr(GaussSeidel(A, sync="p2p"), sweep)(x0, b, sweeps=2)
+        np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)

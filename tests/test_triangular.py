@@ -253,3 +253,15 @@ def test_kernel_is_symbolic_and_compiled_once_per_dtype():
         TriangularSolver(sp.csr_array(sp.tril(lap2d(n)))).solve(np.ones(n * n))
         level_sets(lap2d(n))
     assert cache_info()["builds"] + cache_info()["disk_hits"] == builds
+
+
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_split_diagonal_kernel_matches_numpy(dtype):
+    from schedules.sparse.triangular import _split_diagonal
+
+    A = sp.csr_array(random_matrix(150, 0.05, 4), dtype=dtype)   # every row has its diagonal
+    O, diag, present = _split_diagonal(A)
+    assert present.all() and O.dtype == A.dtype and diag.dtype == A.dtype
+    np.testing.assert_array_equal(diag, A.diagonal())
+    np.testing.assert_array_equal((O + sp.diags_array(diag)).toarray(), A.toarray())
+    assert not O.diagonal().any() and O.nnz == A.nnz - 150
