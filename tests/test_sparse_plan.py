@@ -122,3 +122,16 @@ def test_cli_spmm_text_names_the_peers(capsys):
     assert main(["spmm", "LFAT5", "--n", "1", "--repeat", "2", "--format", "csr"]) == 0
     out = capsys.readouterr().out
     assert "scipy.sparse" in out and "csr" in out
+
+
+def test_explain_puts_whole_formats_before_block_shapes_in_the_exclusions():
+    from schedules.sparse import inspect
+    from schedules.sparse.selection import AnalyticCostModel
+    from tvm_ext.workloads import lap3d
+
+    plan = inspect(lap3d(12, points=27), 8, selector=AnalyticCostModel(), measure=False)
+    text = plan.explain()
+    lines = [ln for ln in text.splitlines() if ln.startswith("  excluded")]
+    assert lines[0].startswith("  excluded dia:") and "occupied diagonals" in lines[0]
+    assert any(ln.startswith("  excluded sell") and "never lighter than CSR" in ln for ln in lines)
+    assert len(lines) <= 6 and ("more excluded" in text) == (len(plan.choice.excluded) > 6)

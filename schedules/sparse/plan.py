@@ -77,8 +77,12 @@ class Plan:
         ranked = sorted(self.choice.scores.items(), key=lambda kv: kv[1])[:5]
         if ranked:
             lines.append("  modelled bytes: " + ", ".join(f"{k} {v / 1e6:.3g} MB" for k, v in ranked))
-        for name, why in sorted(self.choice.excluded.items())[:6]:
+        # whole formats first (DIA, ELL, SELL...), then BCSR shapes; at most six lines
+        excluded = sorted(self.choice.excluded.items(), key=lambda kv: (kv[0].startswith("bcsr"), kv[0]))
+        for name, why in excluded[:6]:
             lines.append(f"  excluded {name}: {why}")
+        if len(excluded) > 6:
+            lines.append(f"  ... and {len(excluded) - 6} more excluded block shapes or formats")
         lines.append(f"  inspector {self.inspect_seconds * 1e3:.1f} ms, "
                      f"selection {self.select_seconds * 1e3:.1f} ms")
         return "\n".join(lines)
