@@ -83,3 +83,47 @@ def test_tensor_only_covers_keep_no_temporaries():
     assert legalize(wl, system) is wl
     low = lower_workload(wl, system)
     assert [(c.instruction.name, c.calls) for c in low[0].calls] == [("fill_32x32", 2), ("matmul_32x32x32", 4)]
+
+
+def test_depthwise_nhwc_schedules_and_matches_torch():
+    wl = Workload("dw_nhwc")
+    y = wl.depthwise_conv2d(wl.input("x", (1, 6, 6, 3)), wl.weight("w", (3, 3, 1, 3)), padding=(1, 1, 1, 1),
+                            layout="NHWC", out="y")
+    ins = wl.random_inputs(4)
+    res = simulate(schedule(wl, "default"), ins)
+    want = _torch_depthwise(ins["x"].transpose(0, 3, 1, 2), ins["w"].transpose(3, 2, 0, 1), 1, 1)
+    np.testing.assert_allclose(res.outputs[y], want.transpose(0, 2, 3, 1), rtol=1e-5, atol=1e-5)
+
+
+def test_mobilenet_block_offloads_whole_through_byoc():
+    """Depthwise (grouped conv, groups = channels) + ReLU + pointwise + ReLU: one offloaded function."""
+    from tvm_ext import accel
+    from tvm_ext.accel.models import separable_block_module
+
+    m = accel.compile(separable_block_module(1, 8, 10, 12, stride=2), "default")
+    rng = np.random.default_rng(0)
+    ins = [rng.uniform(-1, 1, s).astype("float32") for s in m.input_shapes]
+    got = np.asarray(m(*ins))
+    x, dw, pw = (torch.from_numpy(a).double() for a in ins)
+    d = torch.relu(torch.nn.functional.conv2d(x, dw, stride=2, padding=1, groups=8))
+    want = torch.relu(torch.nn.functional.conv2d(d, pw)).numpy()
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-5)
+    (rep,) = m.reports
+    assert rep.ops == ["depthwise_conv2d", "relu", "conv2d", "relu"]
+    assert "scale_32x32" in rep.instructions and rep.cycles > 0 and rep.cycles_kl > 0
+    assert "conv2d" not in m.module.script()
+
+
+def test_grouped_conv_other_than_depthwise_is_rejected():
+    from tvm import relax
+
+    from tvm_ext.accel.translate import UnsupportedRelaxOp, translate_function
+
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 4, 6, 6), "float32"))
+    w = relax.Var("w", relax.TensorType((4, 2, 3, 3), "float32"))
+    with bb.function("f", [x, w]):
+        y = bb.emit(relax.op.nn.conv2d(x, w, groups=2))
+        bb.emit_func_output(y)
+    with pytest.raises(UnsupportedRelaxOp, match="groups=2"):
+        translate_function(bb.get()["f"])

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["linear_module", "mlp_module", "conv_module", "gru_cell_module"]
+__all__ = ["linear_module", "mlp_module", "conv_module", "separable_block_module", "gru_cell_module"]
 
 
 def _var(name: str, shape: Sequence[int]):
@@ -94,6 +94,25 @@ def conv_module(n: int, c_in: int, hw: int, c_out: int, kernel: int = 3, *, stri
         return bb.emit(relax.op.nn.relu(y)) if relu else y
 
     return _build([x, w], body)
+
+
+def separable_block_module(n: int, c_in: int, hw: int, c_out: int, *, stride: int = 1) -> Any:
+    """A MobileNet-v1 block (NCHW): ``relu(conv1x1(relu(depthwise3x3(x, stride))))``.
+
+    The depthwise conv is ``nn.conv2d`` with ``groups = c_in`` (weight
+    ``(c_in, 1, 3, 3)``), the pointwise one a 1x1 conv (weight ``(c_out, c_in, 1, 1)``);
+    batch norms are taken as folded into the weights (inference).
+    """
+    from tvm import relax
+
+    x, dw, pw = _var("x", (n, c_in, hw, hw)), _var("w_dw", (c_in, 1, 3, 3)), _var("w_pw", (c_out, c_in, 1, 1))
+
+    def body(bb):
+        d = bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(x, dw, strides=(stride, stride), padding=(1, 1, 1, 1),
+                                                        groups=c_in)))
+        return bb.emit(relax.op.nn.relu(relax.op.nn.conv2d(d, pw)))
+
+    return _build([x, dw, pw], body)
 
 
 def gru_cell_module(batch: int, hidden: int, inputs: int | None = None) -> Any:

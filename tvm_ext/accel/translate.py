@@ -16,7 +16,9 @@ Relax                          workload
 ``nn.relu``, ``sigmoid``,
 ``tanh``, ``exp``              element-wise ops
 ``nn.conv2d``                  ``conv2d`` (NCHW/OIHW or NHWC/HWIO, groups 1,
-                               dilation 1, padding as a zero border)
+                               dilation 1, padding as a zero border);
+                               ``depthwise_conv2d`` when groups = input =
+                               output channels
 ``split`` + tuple items        column/row blocks (views, no data moved)
 ``permute_dims`` (2-D)         a transposed operand, or ``transpose``
 =============================  ==========================================
@@ -302,12 +304,20 @@ def _conv2d(tr: _Translator, call, args):
     layouts = (str(at.data_layout), str(at.kernel_layout), str(at.out_layout))
     if layouts not in (("NCHW", "OIHW", "NCHW"), ("NHWC", "HWIO", "NHWC")):
         raise UnsupportedRelaxOp(f"conv2d layouts {layouts} (NCHW/OIHW or NHWC/HWIO)")
-    if int(at.groups) != 1 or _ints(at.dilation) != (1, 1):
-        raise UnsupportedRelaxOp(f"conv2d with groups={int(at.groups)}, dilation={_ints(at.dilation)}")
+    groups = int(at.groups)
+    channels = tr.shape(x)[1 if layouts[0] == "NCHW" else 3]
+    out_channels = tr.shape(w)[0 if layouts[0] == "NCHW" else 3]
+    depthwise = groups == channels == out_channels and groups > 1
+    if (groups != 1 and not depthwise) or _ints(at.dilation) != (1, 1):
+        raise UnsupportedRelaxOp(f"conv2d with groups={groups} ({channels} input, {out_channels} output channels), "
+                                 f"dilation={_ints(at.dilation)} (groups 1, or groups = channels: depthwise)")
     if at.out_dtype is not None and str(at.out_dtype) not in ("", "float32", "void"):
         raise UnsupportedRelaxOp(f"conv2d out_dtype {at.out_dtype}")
     pad = _ints(at.padding)
     pad = pad * 2 if len(pad) == 2 else pad
+    if depthwise:
+        return tr.wl.depthwise_conv2d(tr.tensor(x), tr.tensor(w), strides=_ints(at.strides), padding=pad,
+                                      layout=layouts[0])
     return tr.wl.conv2d(tr.tensor(x), tr.tensor(w), strides=_ints(at.strides), padding=pad, layout=layouts[0])
 
 
