@@ -1,13 +1,14 @@
 """Recipe-generated sparse executors vs the hand-written TVMScript templates, per format and N.
 
-For every matrix, format (CSR, COO, CSB, ELL, DIA; ELL/DIA only where their
-padding stays below 3x) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
+For every matrix, format (CSR, COO, CSB, ELL, DIA, BCSR 4x4; ELL/DIA only where
+their padding stays below 3x, BCSR where 4x4 blocks are at least half full) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
 generated from the format's recipe (``schedules.sparse.recipes``) and the
 library's hand-written one (``build_executor`` on the ``inspectors.to_*``
 container) are built with the same default knobs, checked against scipy, and
 timed alternately with ``time_evaluator`` (best of both rounds).  The table
 shows hand / generated time (>= 1: the generated one is as fast); the summary
-gives the geomean and worst ratio per format.  Also times the SGD Diag and
+gives the geomean and worst ratio per format.  S-DIA (blocked diagonals, a
+format with no hand-written executor) is timed against the hand-written DIA.  Also times the SGD Diag and
 BlkDiag executors (one kernel launch per diagonal, ``schedules.sparse.recipes.sgd``).
 
     python -m bench.sparse_recipes [--quick] [--out none]
@@ -47,10 +48,18 @@ def _formats(A: sp.csr_array) -> dict[str, Callable[[], Any]]:
     ndiag = np.unique(A.tocoo().col.astype(np.int64) - A.tocoo().row).size
     if ndiag * m <= 3 * nnz:
         out["dia"] = lambda: I.to_dia(A)
+    from tvm_ext.workloads import block_fill
+
+    if A.nnz and block_fill(A, 4, 4).get("4x4", 0.0) >= 0.5:
+        out["bcsr"] = lambda: I.to_bcsr(A, 4, 4)
     return out
 
 
-def _time_pair(hand, gen, B, rounds: int = 2) -> tuple[float, float]:
+#: Generated formats without a hand-written twin: timed against this hand-written format.
+NEW_FORMATS = {"sdia": "dia"}
+
+
+def _time_pair(hand, gen, B, rounds: int = 4) -> tuple[float, float]:
     th, tg = [], []
     for _ in range(rounds):
         th.append(hand.time(B, repeat=5).min)
@@ -68,7 +77,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     for mname, make in _matrices(args.quick).items():
         A = sp.csr_array(make(), dtype=np.float32)
         m, k = A.shape
-        for fname, to_fmt in _formats(A).items():
+        formats = _formats(A)
+        cases = [(f, f, formats[f]) for f in formats]
+        cases += [(new, old, formats[old]) for new, old in NEW_FORMATS.items() if old in formats]
+        for fname, hname, to_fmt in cases:
             fmt = to_fmt()
             recipe = RECIPES[fname]()
             gen_fmt = recipe.inspect(A)
@@ -84,8 +96,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                     if err > tol:
                         raise AssertionError(f"{who} {fname} on {mname} N={n}: error {err}")
                 th, tg = _time_pair(hand, gen, B)
-                run.add({"matrix": mname, "format": fname, "N": n, "nnz": int(A.nnz),
-                         "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": th / tg})
+                run.add({"matrix": mname, "format": fname, "hand": hname, "N": n, "nnz": int(A.nnz),
+                         "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": th / tg,
+                         "gen_slots": int(gen_fmt.arrays["a_data"].size)})
     _sgd(run, args.quick)
     _report(run)
 
@@ -103,11 +116,13 @@ def _sgd(run: BenchRun, quick: bool) -> None:
 def _report(run: BenchRun) -> None:
     print(run.header())
     spmm = [r for r in run.rows if "ratio" in r]
-    print(run.markdown(["matrix", "format", "N", "nnz", "hand_ms", "gen_ms", "ratio"], rows=spmm))
+    print(run.markdown(["matrix", "format", "hand", "N", "nnz", "hand_ms", "gen_ms", "ratio"], rows=spmm))
     print("\nhand-written time / generated time (>= 1: generated is as fast)")
     for f in sorted({r["format"] for r in spmm}):
         xs = [r["ratio"] for r in spmm if r["format"] == f]
-        print(f"  {f:5s} geomean {geomean(xs):.2f}x  worst {min(xs):.2f}x  ({len(xs)} cases)")
+        vs = spmm[[r["format"] for r in spmm].index(f)]["hand"]
+        print(f"  {f:5s} vs hand-written {vs:5s} geomean {geomean(xs):.2f}x  worst {min(xs):.2f}x  "
+              f"({len(xs)} cases)")
     sgd = [r for r in run.rows if "sgd_ms" in r]
     if sgd:
         print(run.markdown(["matrix", "format", "diagonals", "sgd_ms", "sgd_gain"], rows=sgd))

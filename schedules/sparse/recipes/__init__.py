@@ -8,11 +8,12 @@ parameters, the inspected iteration space; the executor-side schedule
 
 >>> from schedules.sparse.recipes import RECIPES
 >>> sorted(RECIPES)
-['coo', 'csb', 'csr', 'dia', 'ell']
+['bcsr', 'coo', 'csb', 'csr', 'dia', 'ell', 'sdia']
 """
-from schedules.sparse.recipes.library import (RECIPES, coo_recipe, csb_recipe, csr_recipe, dia_recipe,
-                                             ell_recipe)
+from schedules.sparse.recipes.library import (RECIPES, bcsr_recipe, coo_recipe, csb_recipe, csr_recipe,
+                                             dia_recipe, ell_recipe, sdia_recipe)
 from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe, RecipeKernels, build_recipe_executor
 
 __all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor", "RECIPES",
-           "csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe"]
+           "csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe", "bcsr_recipe",
+           "sdia_recipe"]

@@ -14,9 +14,9 @@ through the library's :class:`~schedules.sparse.executors.executor.Executor`
 (same calling API as ``build_executor``).
 
 >>> from schedules.sparse.recipes.library import csr_recipe
->>> print(csr_recipe())          # doctest: +NORMALIZE_WHITESPACE
+>>> print(csr_recipe())          # doctest: +ELLIPSIS
 recipe csr: make_dense(j -> k) -> compact_and_pad(k, identity=0)
-schedule: parallel(row parts) -> tile_columns(N, lanes, unroll) -> interleave(innermost) -> vectorize(lanes)
+schedule: parallel(row parts) -> tile_columns(N, lanes, unroll) -> interleave(innermost) -> ...
 for i in range(0, M):
     for p in range(offset[i], offset[i + 1]):
         C[i, n] += a_data[p] * B[explicit_k[p], n]
@@ -32,10 +32,9 @@ import numpy as np
 from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.partition import balanced_parts, row_aligned_chunks, uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
-from schedules.sparse.recipes import lower
+from schedules.sparse.recipes import lower, scatter, vector_rows
 from schedules.sparse.recipes.nest import SparseNest, csr_loop_nest, loads, nest_from_primfunc
 from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
-from schedules.sparse.recipes.steps import CompactAndPad, Step
 from tvm_ext.errors import InputError, ScheduleError
 
 __all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor"]
@@ -106,10 +105,10 @@ class Recipe:
             return lower.naive_primfunc(nest), False
         kernel = MicroKernel.from_params(params)
         if isinstance(how, RowTile):
-            if how.vector_rows and lower.vector_rows_fit(nest):
-                return lower.vector_rows_primfunc(nest, kernel)
+            if how.vector_rows and vector_rows.vector_rows_fit(nest):
+                return vector_rows.vector_rows_primfunc(nest, kernel)
             return lower.row_tile_primfunc(nest, kernel)
-        return lower.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest))
+        return scatter.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest))
 
     def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
         """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""

@@ -22,18 +22,17 @@ BlkDiag gain the dissertation reports.
 
 >>> import scipy.sparse as sp
 >>> A = sp.random(4, 6, 0.5, format="csr", random_state=0)
->>> sgd_diag_recipe().inspect(A).meta["sizes"]["diagonals"]
+>>> build_sgd(sgd_diag_recipe(), A, 4).diagonals
 9
 """
 from __future__ import annotations
 
 import dataclasses
-import math
 from typing import Any
 
 import numpy as np
 
-from schedules.sparse.recipes.lower import _Func, _emit_levels, _if, simplify_guards
+from schedules.sparse.recipes.lower import _emit_levels, _Func, simplify_guards
 from schedules.sparse.recipes.nest import SparseNest, subst
 from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe
 from schedules.sparse.recipes.steps import Compact, CompactAndPad, MakeDense, Permute, Shift, Skew, Tile

@@ -30,21 +30,15 @@ for i in range(0, M):
 from __future__ import annotations
 
 import dataclasses
-import math
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
-
-import numpy as np
+from typing import Any, Sequence
 
 from schedules.sparse import transforms as tf
 from schedules.sparse.recipes.nest import Level, SparseNest, format_buffer, free_vars, loads
-from tvm_ext.errors import InputError, ScheduleError
+from tvm_ext.errors import ScheduleError
 
 __all__ = ["Step", "MakeDense", "Tile", "Skew", "Shift", "Permute", "Normalize", "Known", "Project", "Compact",
            "CompactAndPad", "resolve_size"]
-
-Size = "int | Callable[[Any, Any], Any]"
-
 
 def resolve_size(value, m, k):
     """``value`` itself, or ``value(m, k)`` when it is a callable of the matrix shape."""
@@ -442,10 +436,38 @@ class CompactAndPad(Step):
         return tf.compact_and_pad(space, tuple(self.levels), identity=ident, arrays=tuple(self.arrays))
 
 
+def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict):
+    """The loops replacing ``outer + comp``, the leading ``A_prime`` indices and extents, and
+    the map from each compacted loop variable to its ``explicit_<level>[p]`` read (adds the
+    ``offset``/``explicit_*`` buffers and the ``NC`` size)."""
+    p = _var("p")
+    vmap: dict = {}
+    new_levels: list[Level] = list(outer)
+    if keep_empty:
+        return (new_levels + list(comp), [lv.var - lv.lo for lv in comp],
+                [_simplify(lv.hi - lv.lo) for lv in comp], vmap)
+    nc = _var("NC")
+    sizes["NC"] = nc
+    if outer:
+        extents = [_simplify(lv.hi - lv.lo) for lv in outer]
+        lin, shape = None, None
+        for lv, ext in zip(outer, extents):
+            lin = (lv.var - lv.lo) if lin is None else lin * ext + (lv.var - lv.lo)
+            shape = ext if shape is None else shape * ext
+        offset = format_buffer("offset", (_simplify(shape + 1),), "int32")
+        buffers["offset"] = offset
+        new_levels.append(Level(p, _simplify(offset[lin]), _simplify(offset[lin + 1])))
+    else:
+        new_levels.append(Level(p, _simplify(p * 0), nc))
+    for lv in comp:
+        ex = format_buffer(f"explicit_{lv.name}", (nc,), "int32")
+        buffers[ex.name] = ex
+        vmap[lv.var] = ex[p]
+    return new_levels, [p], [nc], vmap
+
+
 def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arrays: tuple,
                   identity, keep_empty: bool) -> SparseNest:
-    from tvm import tirx
-
     if not levels:
         raise ScheduleError(f"{note}: name at least one loop")
     dense = [lv for lv in nest.levels if not lv.existential]
@@ -478,37 +500,7 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     dtype = nest.dtype
     sizes = dict(nest.sizes)
     buffers: dict = {}
-    p = _var("p")
-    vmap: dict = {}
-    new_levels: list[Level] = list(outer)
-    lead: list = []            # leading A' indices
-    if keep_empty:
-        for lv in comp:
-            lead.append(lv.var - lv.lo)
-        new_levels += comp
-        lead_shape = [_simplify(lv.hi - lv.lo) for lv in comp]
-    else:
-        nc = _var("NC")
-        sizes["NC"] = nc
-        if outer:
-            extents = [_simplify(lv.hi - lv.lo) for lv in outer]
-            lin = None
-            for lv, ext in zip(outer, extents):
-                lin = (lv.var - lv.lo) if lin is None else lin * ext + (lv.var - lv.lo)
-            shape = extents[0]
-            for e in extents[1:]:
-                shape = shape * e
-            offset = format_buffer("offset", (_simplify(shape + 1),), "int32")
-            buffers["offset"] = offset
-            new_levels.append(Level(p, _simplify(offset[lin]), _simplify(offset[lin + 1])))
-        else:
-            new_levels.append(Level(p, _simplify(p * 0), nc))
-        for lv in comp:
-            ex = format_buffer(f"explicit_{lv.name}", (nc,), "int32")
-            buffers[ex.name] = ex
-            vmap[lv.var] = ex[p]
-        lead = [p]
-        lead_shape = [nc]
+    new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers)
     new_levels += inner
     inner_idx = [lv.var - lv.lo for lv in inner]
     inner_shape = [_simplify(lv.hi - lv.lo) for lv in inner]

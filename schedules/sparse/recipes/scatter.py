@@ -1,0 +1,144 @@
+"""Scatter executors: nests whose output row is data (COO, CSB).
+
+``C_out`` is scaled first (``beta * C_in``), then every entry adds
+``alpha * value * B[col, :]`` into its row.  Row-sorted entries (COO) are cut
+into row-aligned chunks and each column tile sums a run of equal rows in
+registers (segmented sum); loops that own disjoint rows (CSB's block rows,
+marked by a :class:`~.steps.Tile` of the row) run in ``T.parallel``.
+
+>>> from schedules.sparse.recipes.library import coo_recipe
+>>> from schedules.sparse.recipes.schedule import MicroKernel
+>>> f, part = scatter_primfunc(coo_recipe().nest(), MicroKernel(8, 1, True), row_sorted=True)
+>>> part
+'chunks'
+"""
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+from schedules.sparse.recipes.lower import (_const, _emit_levels, _Func, _if, _lanes, _Tier, _tiers,
+                                            simplify_guards)
+from schedules.sparse.recipes.nest import SparseNest, subst
+
+__all__ = ["scatter_primfunc"]
+
+
+def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool) -> tuple:
+    """Scale ``C_out``, then add each entry's ``value * B[col, :]`` into its row.
+
+    With ``kernel.parallel`` and ``row_sorted`` (the outermost loop runs over
+    row-sorted entries) the entries are cut into row-aligned chunks
+    (``part``), one ``T.parallel`` iteration each.  Returns ``(PrimFunc, part kind)``.
+    """
+    from tvm import tirx
+
+    parallel = bool(kernel.parallel and row_sorted and nest.levels)
+    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if parallel else None
+    guards = simplify_guards(nest, nest.guards)
+    spmv = nest.kind == "spmv"
+    M = nest.sizes["M"]
+    with _Func(nest, f"recipe_scatter_{nest.kind}", [part] if part is not None else []) as f:
+        T = f.T
+        tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
+        loop_kind = "parallel" if kernel.parallel else "serial"
+        with f.loop(loop_kind, 0, M, "r") as r:
+            with T.If(f.beta == _const(0, nest.dtype)):
+                with T.Then():
+                    _all_columns(f, tiers, lambda c: f.store(f.C_out, _const(0, nest.dtype),
+                                                             [r, c] if not spmv else [r]))
+                with T.Else():
+                    _all_columns(f, tiers, lambda c: f.store(
+                        f.C_out, f.beta * f.c(f.C_in, r, c), [r, c] if not spmv else [r]))
+
+        def update(vmap):
+            row, b_row, val = (subst(e, vmap) for e in (nest.row, nest.col, nest.value))
+            scaled = f.alpha * val
+            _all_columns(f, tiers, lambda c: f.store(
+                f.C_out, f.c(f.C_out, row, c) + scaled * f.c(f.B, b_row, c), [row, c] if not spmv else [row]))
+
+        blocks = nest.meta.get("row_blocks")
+        if row_sorted and len(nest.levels) == 1 and not guards:
+            _segmented_runs(f, nest, tiers, part)
+        elif kernel.parallel and nest.levels and nest.levels[0].name == blocks:
+            # each iteration of the row-tile loop owns its own output rows: no write conflicts
+            first, rest = nest.levels[0], nest.levels[1:]
+            with f.loop("parallel", first.lo, first.hi, first.name) as b:
+                _emit_levels(f, rest, guards, {first.var: b}, update)
+        elif parallel:
+            first, rest = nest.levels[0], nest.levels[1:]
+            NP = part.shape[0]
+            with f.loop("parallel", 0, NP - 1, "t") as t:
+                with f.loop("serial", part[t], part[t + 1], first.name) as p:
+                    _emit_levels(f, rest, guards, {first.var: p}, update)
+        else:
+            _emit_levels(f, nest.levels, guards, {}, update)
+    return f.get(), ("chunks" if part is not None else None)
+
+
+def _segmented_runs(f: _Func, nest: SparseNest, tiers: Sequence[_Tier], part) -> None:
+    """Row-sorted entries: each column tile sums a run of equal output rows in registers
+    and adds it to ``C_out`` once, when the row changes (segmented sum)."""
+    from contextlib import ExitStack
+
+    from tvm import tirx
+
+    T = f.T
+    lv = nest.levels[0]
+    dtype = nest.dtype
+    with ExitStack() as outer:
+        if part is not None:
+            NP = part.shape[0]
+            t = outer.enter_context(f.loop("parallel", 0, NP - 1, "t"))
+        for tier in tiers:
+            with ExitStack() as stack:
+                if tier.cond is not None:
+                    stack.enter_context(_if(T, tier.cond))
+                if tier.count is not None:
+                    jo = stack.enter_context(f.loop("serial", 0, tier.count, "jo"))
+                stack.enter_context(T.sblock(f"run{tier.suffix}"))
+                if part is not None:
+                    vt = T.axis.spatial(NP - 1, t)
+                    f.IRBuilder.name("vt", vt)
+                    lo, hi = part[vt], part[vt + 1]
+                else:
+                    lo, hi = lv.lo, lv.hi
+                vj = None
+                if tier.count is not None:
+                    vj = T.axis.spatial(tier.count, jo)
+                    f.IRBuilder.name("vj", vj)
+                base = None if tier.base is None else tier.base(vj)
+                acc = T.sblock_alloc_buffer((1, tier.width), dtype, scope="local")
+                f.IRBuilder.name("acc", acc)
+
+                def col(lane):
+                    return None if base is None else base + lane
+                _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [0, lane]))
+                with f.loop("serial", lo, hi, lv.name) as p:
+                    row, b_row, val = (subst(e, {lv.var: p}) for e in (nest.row, nest.col, nest.value))
+                    nxt = subst(nest.row, {lv.var: tirx.Min(p + 1, lv.hi - 1)})
+                    _lanes(f, tier, lambda lane: f.store(
+                        acc, acc[0, lane] + val * f.c(f.B, b_row, col(lane)), [0, lane]))
+                    with T.If(tirx.Or(tirx.EQ(p + 1, hi), tirx.NE(nxt, row))):
+                        with T.Then():
+                            def flush(lane):
+                                idx = [row, col(lane)] if nest.kind == "spmm" else [row]
+                                f.store(f.C_out, f.c(f.C_out, row, col(lane)) + f.alpha * acc[0, lane], idx)
+                                f.store(acc, _const(0, dtype), [0, lane])
+                            _lanes(f, tier, flush)
+
+
+def _all_columns(f: _Func, tiers: Sequence[_Tier], stmt: Callable) -> None:
+    """``stmt(col)`` for every column, tier by tier (block-less loops)."""
+    T = f.T
+    for tier in tiers:
+        if tier.count is None and tier.base is None:
+            stmt(None)
+            continue
+        with _if(T, tier.cond):
+            if tier.count is not None:
+                with f.loop("serial", 0, tier.count, "jo") as jo:
+                    base = tier.base(jo)
+                    _lanes(f, tier, lambda lane: stmt(base + lane))
+            else:
+                base = tier.base(None)
+                _lanes(f, tier, lambda lane: stmt(base + lane))
