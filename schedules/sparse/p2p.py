@@ -258,9 +258,11 @@ def p2p_schedule(sched: LevelSchedule, threads: int) -> P2PSchedule:
     fend = ((last - thread_ptr[owner[first]]) + 1)[task_id].astype(_I32)
     bend = (thread_ptr[owner[first] + 1] - first)[task_id].astype(_I32)
     scan = C
-    if not sched.edges_in_rows and n:   # neighbours on both sides: scan the symmetrised pattern
+    if not sched.edges_in_rows and n:   # an entry may be stored in one of its two rows only
         pat = sp.csr_array((np.ones(C.nnz, np.int8), C.indices, C.indptr), shape=C.shape)
-        scan = (pat + pat.T).tocsr()
+        pt = pat.T.tocsr()              # a counting sort: its rows come out sorted
+        if not (np.array_equal(pt.indptr, C.indptr) and np.array_equal(pt.indices, C.indices)):
+            scan = (pat + pt).tocsr()   # unsymmetric pattern: scan the symmetrised one
     cpu = tvm.cpu(0)
     fneed = tvm.runtime.empty((max(n * threads, 1),), "int32", cpu)
     bneed = tvm.runtime.empty((max(n * threads, 1),), "int32", cpu)
