@@ -436,7 +436,7 @@ class _ProgramReporter:
 #: Report phase of each pass of the pipeline.
 _PHASES = {"tvm_ext.PrepareForInference": "prepare", "tvm_ext.AnnotateOpIds": "prepare",
            "tvm_ext.OffloadSparseMatmuls": "sparse", "tvm_ext.PartitionForAccel": "byoc",
-           "tvm_ext.PartitionForSextans": "byoc",
+           "tvm_ext.PartitionForSextans": "byoc", "tvm_ext.FuseGRUCells": "legalize",
            "tvm_ext.ConvertConvLayout": "legalize", "tvm_ext.LegalizeAndFuse": "legalize",
            "tvm_ext.ApplyTuningRecords": "schedule", "tvm_ext.TensorizeOrDefault": "schedule",
            "tvm_ext.PrepackWeights": "prepack", "tvm_ext.ElementAlignedParams": "prepack"}

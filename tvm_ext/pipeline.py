@@ -50,6 +50,7 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
     """
     from tvm_ext.compile_steps import passes as P
     from tvm_ext.compile_steps.engine_records import knob_report, tuned_accel_approach
+    from tvm_ext.compile_steps.gru_cell import FuseGRUCells
     from tvm_ext.compile_steps.param_alignment import ElementAlignedParams
 
     knobs = knob_report(tuning_db) if tuning_db is not None else None
@@ -63,7 +64,7 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
         seq.append(P.PartitionForAccel(system, approach=approach, tuning=tuning))
     if engine is not None:
         seq.append(P.PartitionForSextans(spmm_engine, knobs=knobs))
-    seq += [P.ConvertConvLayout(), P.LegalizeAndFuse(),
+    seq += [FuseGRUCells(), P.ConvertConvLayout(), P.LegalizeAndFuse(),
             P.ApplyTuningRecords(tuning_db, target), P.TensorizeOrDefault(tensorize, target),
             P.PrepackWeights(target), ElementAlignedParams()]
     return seq
