@@ -134,6 +134,17 @@ def _peer_main(spec: list[str], quick: bool) -> None:
     print(json.dumps({"numpy_ms": t * 1e3, "scipy_cg_ms": _scipy_cg_per_iteration(A, B[:, 0], iters) * 1e3}))
 
 
+def _host_steps_seconds(N: int) -> float:
+    """Seconds of one iteration's two host steps (Λ = Δ⁻¹Γ, Φ = Γ_prev⁻¹Γ: N x N SPD solves)."""
+    from schedules.fusion.block_cg import spd_pinv_solve
+
+    rng = np.random.default_rng(N)
+    V = rng.standard_normal((4 * N, N))
+    G, R, out = V.T @ V, rng.standard_normal((N, N)), np.empty((N, N))
+    t = time_python(lambda: (spd_pinv_solve(G, R, out), spd_pinv_solve(G, R, out)), repeat=5, min_repeat_s=0.01)
+    return t.min
+
+
 def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: int, quick: bool,
          cache_bytes: int) -> None:
     from schedules.fusion.block_cg import BlockCG
@@ -155,6 +166,7 @@ def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: 
             row["choice_unfused_ms"] = solver.selection.unfused_seconds * 1e3
         else:
             row[f"{key}_kernels_ms"] = _kernel_seconds(solver, B) * 1e3
+    row["host_steps_ms"] = _host_steps_seconds(N) * 1e3
     peers = _peers_in_subprocess(name, N, iters, repeat, threads, quick)
     row["numpy_ms"], row["numpy_blas_threads"] = peers["numpy_ms"], peers["numpy_blas_threads"]
     row["scipy_cg_ms"] = peers["scipy_cg_ms"] if N == 1 else None
@@ -200,11 +212,11 @@ def main(argv: Sequence[str] | None = None) -> None:
             case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick, limit)
     print(f"\n## Block CG, milliseconds per iteration ({sizes['iters']} iterations from X0 = 0, best of "
           f"{args.repeat}); gogeta = fused='auto' (the faster schedule in a few measured iterations at build "
-          "time); kernels = sum of the steps' kernel times; modelled = GOGETA SEQ-Flex / GOGETA-map DRAM "
-          "words per iteration\n")
+          "time); kernels = sum of the steps' kernel times; host_steps = the two N x N solves; modelled = "
+          "GOGETA SEQ-Flex / GOGETA-map DRAM words per iteration\n")
     print(run.markdown(["matrix", "N", "resident", "working_set_mb", "fused_ms", "unfused_ms", "gogeta_ms",
                         "gogeta_choice", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms", "unfused_kernels_ms",
-                        "modelled"],
+                        "host_steps_ms", "modelled"],
                        ratios={"unfused/fused": ("unfused_ms", "fused_ms"),
                                "unfused/gogeta": ("unfused_ms", "gogeta_ms"),
                                "kernels unfused/fused": ("unfused_kernels_ms", "fused_kernels_ms"),
