@@ -17,7 +17,9 @@ each candidate representation:
   L2 by the neighbouring rows), :data:`FETCH_FROM_LLC` when all of ``B``
   fits in the last-level cache;
 * multiply-adds: every stored slot, padding included, costs ``N`` lanes of
-  multiply-add, weighed at :data:`LANE_COST` bytes each (what a padded BCSR
+  multiply-add -- at least one whole vector, except in the SpMV executors
+  vectorised over rows (:data:`ROW_VECTOR_SPMV`) -- weighed at
+  :data:`LANE_COST` bytes per lane byte (what a padded BCSR
   block or ELL row costs besides its bytes, which decides once ``B``
   fetches are cache hits: a 5-point Laplacian's 3x1 blocks are 45% full, so
   they save ``B`` loads but double the multiply-adds);
@@ -81,6 +83,9 @@ FETCH_FROM_L2 = 0.125
 #: Cost of one multiply-add lane (``value_bytes`` of ``B`` times a stored slot), per byte from
 #: memory: two FMA ports of 16 fp32 lanes on two cores give about 32x the memory bandwidth in bytes.
 LANE_COST = 1 / 32
+#: Formats whose SpMV executor is vectorised over rows (one lane per slot): SELL's slices,
+#: DIA's diagonals.  The others' SpMV runs a row's slots one vector instruction each.
+ROW_VECTOR_SPMV = ("sell", "dia")
 #: What the DIA SpMM executor's edge test costs per stored slot, in bytes of memory traffic:
 #: it tests every (row, diagonal) against the matrix edge before the multiply-add.  On 5- and
 #: 9-point stencils at N=8 it ran 1.5x slower than CSR though it moves fewer bytes (0.8 ns,
@@ -308,9 +313,10 @@ class AnalyticCostModel:
 
     def __init__(self, *, value_bytes: int = 4, max_padding: float = 3.0,
                  bcsr_sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8), beta: float = 0.0,
-                 max_dia_streams: int = 16, l2_bytes: int | None = None):
+                 max_dia_streams: int = 16, l2_bytes: int | None = None, vector_bytes: int | None = None):
         self.value_bytes = value_bytes
         self.l2_bytes = l2_bytes  # per core; None: the host target's (hardware_facts)
+        self.vector_bytes = vector_bytes  # widest vector; None: the host target's
         self.max_padding = max_padding
         self.max_dia_streams = max_dia_streams
         self.bcsr_sizes = bcsr_sizes
@@ -379,13 +385,24 @@ class AnalyticCostModel:
         else:
             fetch = 1.0
         c_bytes = m * b_row * (2 if self.beta else 1)
+        vector = self._vector_bytes()
         out = {}
         for cand, (a_bytes, fetches, streamed, slots) in est.items():
             factor = min(fetch, FETCH_FROM_LLC) if streamed else fetch
-            out[cand] = a_bytes + fetches * b_row * factor + slots * b_row * LANE_COST + c_bytes
+            # a slot's multiply-add is one vector instruction however few of its lanes N fills,
+            # except in the SpMV executors that vectorise over rows (a slot is one lane there)
+            lane_bytes = b_row if n_cols == 1 and cand.format in ROW_VECTOR_SPMV else max(b_row, vector)
+            out[cand] = a_bytes + fetches * b_row * factor + slots * lane_bytes * LANE_COST + c_bytes
             if cand.format == "dia" and n_cols > 1:
                 out[cand] += slots * DIA_SPMM_SLOT_BYTES
         return out, excluded
+
+    def _vector_bytes(self) -> int:
+        if self.vector_bytes is None:
+            from tvm_ext.target import hardware_facts
+
+            self.vector_bytes = int(hardware_facts().vector_bytes)
+        return self.vector_bytes
 
     def _l2_bytes(self) -> int:
         if self.l2_bytes is None:
@@ -516,10 +533,10 @@ def _close_candidates(choice: Choice, margin: float, top_k: int) -> list[Candida
     others = sorted(((v, c) for c, v in choice.scored if c != choice.candidate), key=lambda vc: vc[0])
     close = [c for v, c in others if v <= best * (1.0 + margin)]
     baseline = next((c for _, c in others if c.format in BASELINE_FORMATS), None)
-    if choice.candidate.format in BASELINE_FORMATS or baseline is None:
-        return [choice.candidate] + close[:top_k - 1]
-    picked = close[:top_k - 2]
-    return [choice.candidate] + picked + ([] if baseline in picked else [baseline])
+    picked = close[:top_k - 1]
+    if choice.candidate.format in BASELINE_FORMATS or baseline is None or baseline in picked:
+        return [choice.candidate] + picked
+    return [choice.candidate] + close[:top_k - 2] + [baseline]
 
 
 def _row_block(csr: Any, max_nnz: int, max_rows: int | None = None) -> tuple[int, int]:
