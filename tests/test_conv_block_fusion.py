@@ -53,3 +53,65 @@ def test_inline_copies_removes_a_1x1_convs_input_copy_and_keeps_the_result():
     tvm.compile(tvm.IRModule({"main": after}), target="llvm")["main"](tvm.runtime.tensor(xs), tvm.runtime.tensor(ws),
                                                                        out)
     np.testing.assert_allclose(out.numpy(), np.einsum("nhwc,co->nhwo", xs, ws[0, 0]), rtol=1e-5, atol=1e-5)
+
+
+def _conv_chain(steps, *, reuse: bool = False):
+    """``main(x)``: a 1x1 conv followed by ``steps`` ((op, constant, constant first?), ...)."""
+    from tvm import relax
+
+    rng = np.random.default_rng(1)
+    bb = relax.BlockBuilder()
+    x = relax.Var("x", relax.TensorType((1, 3, 4, 4), "float32"))
+    w = relax.const(rng.standard_normal((5, 3, 1, 1)).astype("float32"))
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            y = conv = bb.emit(relax.op.nn.conv2d(x, w))
+            for op, c, first in steps:
+                y = bb.emit(op(relax.const(c), y) if first else op(y, relax.const(c)))
+            if reuse:
+                y = bb.emit(relax.op.add(y, conv))
+            out = bb.emit_output(y)
+        bb.emit_func_output(out)
+    return bb.get()
+
+
+def _run(mod, x):
+    import tvm
+    from tvm import relax
+
+    vm = relax.VirtualMachine(tvm.compile(mod, target="llvm"), tvm.cpu())
+    return vm["main"](tvm.runtime.tensor(x)).numpy()
+
+
+def _ops(mod) -> list[str]:
+    return [str(b.value.op.name) for blk in mod["main"].body.blocks for b in blk.bindings
+            if hasattr(b.value, "op")]
+
+
+def test_fold_conv_affine_turns_a_batch_norm_chain_into_one_bias_and_keeps_the_result():
+    from tvm import relax
+
+    from tvm_ext.compile_steps.conv_affine import fold_conv_affine
+
+    rng = np.random.default_rng(2)
+    ch = lambda lo=0.5: rng.uniform(lo, 2.0, (1, 5, 1, 1)).astype("float32")  # noqa: E731
+    mod = _conv_chain([(relax.op.subtract, ch(), False), (relax.op.divide, ch(), False),
+                       (relax.op.multiply, ch(), True), (relax.op.add, ch()[0], False)])  # rank 3: (5, 1, 1)
+    folded = fold_conv_affine(mod)
+    assert _ops(folded) == ["relax.nn.conv2d", "relax.add"]
+    x = rng.standard_normal((1, 3, 4, 4)).astype("float32")
+    np.testing.assert_allclose(_run(folded, x), _run(mod, x), rtol=1e-5, atol=1e-5)
+
+
+def test_fold_conv_affine_leaves_what_is_not_a_per_channel_affine_chain():
+    from tvm import relax
+
+    from tvm_ext.compile_steps.conv_affine import fold_conv_affine
+
+    per_channel = np.full((1, 5, 1, 1), 2.0, "float32")
+    per_pixel = np.full((1, 1, 4, 4), 2.0, "float32")
+    for steps, reuse in [([(relax.op.multiply, per_pixel, False)], False),  # varies along a spatial axis
+                         ([(relax.op.subtract, per_channel, True)], False),  # c - y
+                         ([(relax.op.multiply, per_channel, False)], True)]:  # the conv's output used twice
+        mod = _conv_chain(steps, reuse=reuse)
+        assert _ops(fold_conv_affine(mod)) == _ops(mod)

@@ -252,6 +252,9 @@ def ConvertConvLayout(layout: dict | None = None):  # noqa: N802
     """``ConvertLayout`` of the convolutions left for llvm (default :data:`CONV_LAYOUT`, NHWC), then
     ``CanonicalizeBindings`` + ``EliminateCommonSubexpr``.
 
+    First the per-channel affine steps after each convolution (an inference batch norm) are folded
+    into its weights and one bias (:func:`.conv_affine.fold_conv_affine`).
+
     The clean-up lets ``FuseOps`` see through what the conversion leaves: the batch norm's
     ``(y, mean, var)[0]`` tuple and variable-to-variable bindings (which kept each ReLU out of
     its convolution's kernel), and a second ``permute_dims`` of an input the first convolution
@@ -261,8 +264,11 @@ def ConvertConvLayout(layout: dict | None = None):  # noqa: N802
     import tvm
     from tvm import relax
 
+    from tvm_ext.compile_steps.conv_affine import fold_conv_affine
+
     @_module_pass("tvm_ext.ConvertConvLayout")
     def run(mod, ctx):
+        mod = fold_conv_affine(mod)
         return tvm.transform.Sequential([relax.transform.ConvertLayout(layout or CONV_LAYOUT),
                                          relax.transform.CanonicalizeBindings(),
                                          relax.transform.EliminateCommonSubexpr(),
