@@ -225,7 +225,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     for where in ("cache", "DRAM"):
         rows = [r for r in run.rows if r["resident"] == where]
         if rows:
-            print(f"\n{where}-resident ({len(rows)} cases), geomean: fused {geomean(r['unfused_ms'] / r['fused_ms'] for r in rows):.2f}x "
+            fused = geomean(r["unfused_ms"] / r["fused_ms"] for r in rows)
+            print(f"\n{where}-resident ({len(rows)} cases), geomean: fused {fused:.2f}x "
                   f"and gogeta {geomean(r['unfused_ms'] / r['gogeta_ms'] for r in rows):.2f}x faster than unfused "
                   f"(worst gogeta {min(r['unfused_ms'] / r['gogeta_ms'] for r in rows):.2f}x); modelled DRAM-traffic "
                   f"reduction {geomean(r['modelled'] for r in rows):.2f}x")

@@ -177,7 +177,8 @@ class SramModel:
         return left
 
     def _place_on(self, t: str, words: int, dirty: bool, weights: list[float], policy: str) -> int:
-        """Spread ``words`` over the weighted slices; what one slice refuses goes to the others that took all of theirs."""
+        """Spread ``words`` over the weighted slices; what one slice refuses goes to the
+        slices that took all of theirs."""
         left, weights = words, list(weights)
         while left and any(weights):
             refused = 0
