@@ -41,6 +41,7 @@ from tvm_ext.spmm_engine import (
     simulate,
     speedup_breakdown,
 )
+from tvm_ext.spmm_engine.perf_model import PAPER_IMPLIED_HBM_EFFICIENCY, a_stream_demand
 from tvm_ext.workloads import (
     SEXTANS_N_SWEEP,
     banded,
@@ -199,13 +200,18 @@ def summarize(rows: list[dict]) -> list[str]:
                      "flop_per_j_geomean": f"{geomean(r[f'{key}_flop_per_j'] for r in rows):.3g}",
                      "paper_fpj_geomean": f"{PAPER[plat.name]['fpj_geomean']:.3g}",
                      "paper_geomean_implied": PAPER[plat.name]["fpj_geomean"] * plat.power_w / 1e9,
-                     "peak_at": f"{best['matrix']} N={best['n']}"})
+                     "peak_at": f"{best['matrix']} N={best['n']}",
+                     "a_stream_demand": a_stream_demand(plat)})
     out.append(summary.markdown(
         ["platform", "model_peak", "paper_peak", "all_PUs_busy", "model_geomean",
          "paper_geomean_implied", "bw_util_geomean",
          "paper_bw_geomean", "bw_util_max", "paper_bw_max", "flop_per_j_geomean",
-         "paper_fpj_geomean", "peak_at"],
+         "paper_fpj_geomean", "peak_at", "a_stream_demand"],
         ratios={"peak/paper": ("model_peak", "paper_peak")}))
+    out.append("a_stream_demand: the fraction of an A channel's nominal HBM bandwidth the 8 PEs of a PEG take "
+               "at one non-zero per cycle; the model streams at nominal bandwidth, so A never paces the PEs. "
+               "Below that HBM efficiency it would (model(..., hbm_efficiency=e)); "
+               f"{PAPER_IMPLIED_HBM_EFFICIENCY} would turn Sextans's steady-state peak into the paper's 181.1.")
     for plat in PLATFORMS:
         key = plat.name.replace("-", "_")
         out.append("")
