@@ -303,8 +303,9 @@ def _candidates(program, system: SystemGraph, names: list[str], model, keep, top
 
 
 def _orders(m) -> dict[str, tuple]:
-    return {m.buffer_map[nb]: tuple(dims) for nb, dims in m.dim_map.items()
-            if m.program.buffer(m.buffer_map[nb]).role != "temp"}
+    """Haystack buffer -> the dimension order of the tiles ``m`` lays it out in (kernel temporaries included)."""
+    needle = m.instruction.needle
+    return {m.buffer_map[nb]: tuple(dims) for nb, dims in m.dim_map.items() if needle.buffer(nb).role != "temp"}
 
 
 def _harmonise(chosen: list, found: list, model: SystemCostModel) -> list:
@@ -312,27 +313,33 @@ def _harmonise(chosen: list, found: list, model: SystemCostModel) -> list:
 
     (A fill that writes ``C`` tiles in one dimension order and a matmul that
     accumulates them in the other would force a write-back and a transposing
-    reload between them.)
+    reload between them.)  A kernel temporary laid out alike counts double (it
+    would otherwise round-trip through memory just to change layout), and a
+    cover through temporaries is harmonised twice, so that a choice made for a
+    later mapping can bring an earlier one along.
     """
     out = list(chosen)
-    for n, m in enumerate(chosen):
-        others: dict[str, set] = {}
-        for k, o in enumerate(out):
-            if k != n:
-                for b, dims in _orders(o).items():
-                    others.setdefault(b, set()).add(dims)
-        if not others:
-            continue
+    temps = set(kernel_temporaries(chosen))
+    for _ in range(2 if temps else 1):
+        for n, m in enumerate(chosen):
+            others: dict[str, set] = {}
+            for k, o in enumerate(out):
+                if k != n:
+                    for b, dims in _orders(o).items():
+                        others.setdefault(b, set()).add(dims)
+            if not others:
+                continue
 
-        def agree(x) -> int:
-            return sum(1 for b, dims in _orders(x).items() if dims in others.get(b, ()))
+            def agree(x) -> int:
+                return sum(2 if b in temps else 1 for b, dims in _orders(x).items() if dims in others.get(b, ()))
 
-        cost = model.cost(m.instruction, m)
-        alts = [x for x in found if x.instruction is m.instruction and x.statement_map == m.statement_map
-                and x.program.key == m.program.key and model.cost(x.instruction, x) <= cost]
-        best = max(alts, key=agree, default=m)
-        if agree(best) > agree(m):
-            out[n] = best
+            cur = out[n]
+            cost = model.cost(m.instruction, m)
+            alts = [x for x in found if x.instruction is m.instruction and x.statement_map == m.statement_map
+                    and x.program.key == m.program.key and model.cost(x.instruction, x) <= cost]
+            best = max(alts, key=agree, default=cur)
+            if agree(best) > agree(cur):
+                out[n] = best
     return out
 
 
