@@ -37,23 +37,20 @@ def _check(name: str, A: sp.csr_array, n: int, kind: str, seed: int = 0, paralle
     np.testing.assert_allclose(exe(B, C, alpha=2.0, beta=-0.5), 2.0 * ref - 0.5 * C, rtol=1e-4, atol=1e-4)
 
 
-@settings(max_examples=6, deadline=None)
+@settings(max_examples=5, deadline=None)
 @given(name=st.sampled_from(sorted(RECIPES)), m=st.integers(1, 40), k=st.integers(1, 40),
-       n=st.sampled_from([1, 3, 8, 17, 40]), density=st.floats(0.0, 0.4), seed=st.integers(0, 99),
+       n=st.sampled_from([1, 3, 8, 17, 40]), density=st.sampled_from([0.0, 0.05, 0.3]),
+       seed=st.integers(0, 99),
        parallel=st.sampled_from([None, True, False]))
 def test_generated_executor_equals_scipy(name, m, k, n, density, seed, parallel):
     _check(name, _matrix(m, k, density, seed), n, "spmm", seed, parallel)
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
-def test_spmv_and_float64(name):
+def test_spmv_float64_and_empty_matrices(name):
     _check(name, _matrix(33, 21, 0.2, 4, np.float64), 1, "spmv")
-
-
-@pytest.mark.parametrize("name", sorted(RECIPES))
-def test_empty_matrices(name):
-    for shape in [(0, 5), (5, 0), (4, 4)]:
-        _check(name, sp.csr_array(shape, dtype=np.float32), 3, "spmm")
+    for shape in [(0, 5), (5, 0), (4, 4)]:     # same kernel (serial float64 SpMV), edge shapes
+        _check(name, sp.csr_array(shape, dtype=np.float64), 1, "spmv")
 
 
 @pytest.mark.parametrize("beta, shape", [(4, (30, 22)), (5, (7, 13)), (8, (8, 8))])

@@ -40,6 +40,9 @@ from tvm_ext.errors import InputError, ScheduleError
 __all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor"]
 
 _INT32_MAX = np.iinfo(np.int32).max
+#: Lowered executors and transformed nests by recipe key (the lowering is the slow part).
+_LOWERED: dict = {}
+_NESTS: dict = {}
 
 
 @dataclass(frozen=True)
@@ -75,6 +78,12 @@ class Recipe:
     # ------------------------------------------------------------------ executor side
     def nest(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None) -> SparseNest:
         """The loop nest after the steps (``upto``: only the first ``upto``) and the reorders."""
+        key = (self.key(), check_dtype(dtype), kind, upto)
+        if key not in _NESTS:
+            _NESTS[key] = self._nest(dtype, kind, upto)
+        return _NESTS[key]
+
+    def _nest(self, dtype: str, kind: str, upto: int | None) -> SparseNest:
         nest = nest_from_primfunc(csr_loop_nest(check_dtype(dtype), kind))
         steps = self.steps if upto is None else self.steps[:upto]
         for s in steps:
@@ -98,7 +107,17 @@ class Recipe:
         p = _resolve(params, dtype, kind, n_cols, target)
         return self._primfunc(dtype, kind, p)[0]
 
+    def key(self) -> tuple:
+        """What identifies the executor: the step and schedule labels."""
+        return (self.name, tuple(s.label for s in self.steps), tuple(s.label for s in self.schedule))
+
     def _primfunc(self, dtype, kind, params):
+        key = (self.key(), dtype, kind, params.kernel_key())
+        if key not in _LOWERED:
+            _LOWERED[key] = self._lower(dtype, kind, params)
+        return _LOWERED[key]
+
+    def _lower(self, dtype, kind, params):
         nest = self.nest(dtype, kind)
         how = self._lowering()
         if how is None:
@@ -226,7 +245,6 @@ class RecipeKernels(FormatKernels):
     def __init__(self, recipe: Recipe):
         self.recipe = recipe
         self.format_name = recipe.name
-        self._parts: dict = {}
 
     def check(self, fmt) -> None:
         nest = self.recipe.nest(fmt.dtype.name)
@@ -238,21 +256,17 @@ class RecipeKernels(FormatKernels):
         return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt))
 
     def primfunc(self, fmt, params, kind, transpose):
-        func, part_kind = self.recipe._primfunc(fmt.dtype.name, kind, params)
-        self._parts[(kind, params.kernel_key())] = part_kind
-        return func
+        return self.recipe._primfunc(fmt.dtype.name, kind, params)[0]
 
     def signature(self, fmt, params, kind, transpose):
-        return ("recipe", str(self.recipe), kind, fmt.dtype.name, params.kernel_key())
+        return ("recipe", self.recipe.key(), kind, fmt.dtype.name, params.kernel_key())
 
     def arrays(self, fmt, params, kind, transpose, threads):
         nest = self.recipe.nest(fmt.dtype.name, kind)
         out = [fmt.arrays[n] for n in nest.buffers]
-        key = (kind, params.kernel_key())
-        if key not in self._parts:
-            self._parts[key] = self.recipe._primfunc(fmt.dtype.name, kind, params)[1]
-        if self._parts[key]:
-            out.append(self._part(fmt, nest, params, threads, self._parts[key]))
+        part_kind = self.recipe._primfunc(fmt.dtype.name, kind, params)[1]
+        if part_kind:
+            out.append(self._part(fmt, nest, params, threads, part_kind))
         return out
 
     def _part(self, fmt, nest, params, threads, part_kind: str) -> np.ndarray:

@@ -230,7 +230,7 @@ class Shift(Step):
 
     @property
     def label(self) -> str:
-        amt = "f(M, K)" if callable(self.amount) else self.amount
+        amt = resolve_size(self.amount, _var("M"), _var("K")) if callable(self.amount) else self.amount
         return f"shift({self.level}, {amt})"
 
     def on_nest(self, nest: SparseNest) -> SparseNest:
