@@ -269,6 +269,10 @@ def test_the_model_choice_stays_unless_beaten_by_the_override_margin():
     assert paired.fastest == "csr" and paired.chosen == "dia"
     assert replace(paired, ratios={"dia": 1.0, "csr": 0.9}).chosen == "csr"
     assert "x0.97" in paired.describe()
+    # a baseline the model scored far behind must beat its choice by more than the margin
+    far = replace(paired, ratios={"dia": 1.0, "csr": 0.9}, far=("csr",))
+    assert far.chosen == "dia"
+    assert replace(far, ratios={"dia": 1.0, "csr": 0.8}).chosen == "csr"
 
 
 def test_compiled_structure_features_equal_matrix_stats():

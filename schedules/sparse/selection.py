@@ -130,7 +130,10 @@ class Measurement:
     is the median, over the rounds, of the candidate's time over the model's
     choice's time in the same round (the candidates take turns, so a burst of
     other load falls on both sides of a ratio).  :attr:`chosen` is the model's
-    choice unless another candidate beats it by more than ``override``.
+    choice unless another candidate beats it by more than ``override``; one
+    timed only as the baseline (``far``: scored beyond ``margin`` of the
+    choice) must beat it by more than ``margin`` -- the model's error would be
+    gross, not a near tie.
     """
 
     seconds: dict[str, float]
@@ -144,6 +147,7 @@ class Measurement:
     spent_seconds: float = 0.0
     override: float = 0.0
     ratios: dict[str, float] = field(default_factory=dict)
+    far: tuple[str, ...] = ()
 
     @property
     def fastest(self) -> str:
@@ -151,11 +155,15 @@ class Measurement:
 
     @property
     def chosen(self) -> str:
-        """The model's choice unless a candidate beats it by more than ``override``: by the
-        paired ratios when the model's choice was timed with them, else by the fastest runs."""
+        """The model's choice unless a candidate beats it by more than ``override`` (``margin``
+        for a ``far`` one): by the paired ratios when the model's choice was timed with them,
+        else by the fastest runs."""
         if self.ratios and self.model_choice in self.ratios:
-            best = min(self.ratios, key=self.ratios.get)
-            return best if self.ratios[best] * (1.0 + self.override) < 1.0 else self.model_choice
+            def needed(label: str) -> float:
+                return 1.0 + (max(self.margin, self.override) if label in self.far else self.override)
+
+            wins = {k: r * needed(k) for k, r in self.ratios.items() if r * needed(k) < 1.0}
+            return min(wins, key=wins.get) if wins else self.model_choice
         best = self.fastest
         mine = self.seconds.get(self.model_choice)
         if mine is not None and mine <= self.seconds[best] * (1.0 + self.override):
@@ -619,8 +627,11 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     mine = runs.get(choice.candidate.label)
     ratios = {} if mine is None else {
         label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
+    best = dict(choice.scored).get(choice.candidate)
+    far = tuple(c.label for c, v in choice.scored
+                if c.label in runs and best and v > best * (1.0 + margin) and c != choice.candidate)
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
-                       time.perf_counter() - t0, override, ratios)
+                       time.perf_counter() - t0, override, ratios, far)
     picked = next(c for c in cands if c.label == meas.chosen)
     if picked == choice.candidate:
         kept = "" if meas.fastest == picked.label else f" (within {override:.0%} of the fastest)"
