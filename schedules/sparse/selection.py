@@ -377,7 +377,8 @@ class AnalyticCostModel:
         return est, excluded
 
     def scores(self, features: dict[str, Any], n_cols: int) -> tuple[dict[Candidate, float], dict[str, str]]:
-        """Estimated bytes moved by one SpMM with ``n_cols`` columns, per candidate."""
+        """Estimated cost of one product with ``n_cols`` columns, per candidate, in bytes of
+        memory traffic (cache fetches and multiply-adds converted at their relative rates)."""
         est, excluded = self._estimates(features)
         sell = Candidate.of("sell", C=8, sigma=256)
         if n_cols > 1 and est.pop(sell, None) is not None:
@@ -578,7 +579,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
                              max_row_fraction: float = 1.0, repeat: int = 5,
                              override: float = MEASURE_OVERRIDE, target: Any = None) -> Choice:
-    """Time the choice against close candidates and a baseline; keep the fastest.
+    """Time the choice against close candidates and a baseline; keep one that clearly wins.
 
     Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
     those scored within ``margin`` of it, CSR when the choice is
