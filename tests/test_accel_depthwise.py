@@ -40,14 +40,14 @@ def test_depthwise_runs_timed_and_matches_torch(stride):
 
 def test_separable_conv_runs_and_matches_torch():
     wl = Workload("sep")
-    x = wl.input("x", (1, 4, 8, 8))
-    d = wl.depthwise_conv2d(x, wl.weight("dw", (4, 1, 3, 3)), padding=(1, 1, 1, 1))
-    y = wl.relu(wl.conv2d(wl.relu(d), wl.weight("pw", (6, 4, 1, 1))), out="y")
+    x = wl.input("x", (1, 8, 12, 12))  # the shapes of the BYOC tests below: one mapping search for all
+    d = wl.depthwise_conv2d(x, wl.weight("dw", (8, 1, 3, 3)), strides=(2, 2), padding=(1, 1, 1, 1))
+    y = wl.relu(wl.conv2d(wl.relu(d), wl.weight("pw", (16, 8, 1, 1))), out="y")
     s = schedule(wl, "default")
     assert check_coherence(s)
     ins = wl.random_inputs(2)
     res = simulate(s, ins)
-    t = torch.relu(torch.from_numpy(_torch_depthwise(ins["x"], ins["dw"], 1, 1)))
+    t = torch.relu(torch.from_numpy(_torch_depthwise(ins["x"], ins["dw"], 2, 1)))
     want = torch.relu(torch.nn.functional.conv2d(t, torch.from_numpy(ins["pw"]).double())).numpy()
     np.testing.assert_allclose(res.outputs[y], want, rtol=1e-5, atol=1e-5)
     assert res.cycles > simulate(schedule(_depthwise_only(), "default"), timing=True, functional=False).cycles
@@ -55,7 +55,8 @@ def test_separable_conv_runs_and_matches_torch():
 
 def _depthwise_only() -> Workload:
     wl = Workload("dw_only")
-    wl.depthwise_conv2d(wl.input("x", (1, 4, 8, 8)), wl.weight("dw", (4, 1, 3, 3)), padding=(1, 1, 1, 1), out="y")
+    wl.depthwise_conv2d(wl.input("x", (1, 8, 12, 12)), wl.weight("dw", (8, 1, 3, 3)), strides=(2, 2),
+                        padding=(1, 1, 1, 1), out="y")
     return wl
 
 
@@ -100,7 +101,7 @@ def test_mobilenet_block_offloads_whole_through_byoc():
     from tvm_ext import accel
     from tvm_ext.accel.models import separable_block_module
 
-    m = accel.compile(separable_block_module(1, 8, 10, 12, stride=2), "default")
+    m = accel.compile(separable_block_module(1, 8, 12, 16, stride=2), "default")
     rng = np.random.default_rng(0)
     ins = [rng.uniform(-1, 1, s).astype("float32") for s in m.input_shapes]
     got = np.asarray(m(*ins))
@@ -127,3 +128,36 @@ def test_grouped_conv_other_than_depthwise_is_rejected():
         bb.emit_func_output(y)
     with pytest.raises(UnsupportedRelaxOp, match="groups=2"):
         translate_function(bb.get()["f"])
+
+
+@pytest.mark.parametrize("layout, xs, bs", [("NCHW", (1, 5, 7, 7), (1, 5, 1, 1)), ("NHWC", (1, 7, 7, 5), (1, 1, 1, 5))])
+def test_channel_bias_add_runs_on_the_accelerator(layout, xs, bs):
+    wl = Workload()
+    y = wl.channel_bias_add(wl.input("x", xs), wl.weight("b", bs), out="y", layout=layout)
+    ins = wl.random_inputs(5)
+    res = simulate(schedule(wl, "default"), ins)
+    np.testing.assert_allclose(res.outputs[y], ins["x"] + ins["b"], rtol=1e-6)
+    with pytest.raises(ShapeError, match="channel"):
+        wl.channel_bias_add("x", wl.weight("b2", (1, 5)), layout=layout)
+
+
+def test_zoo_mobilenet_block_with_batchnorm_offloads_whole():
+    """The models zoo's SeparableBlock (conv + BN + ReLU twice): BN folded, the block one accelerator function."""
+    from tvm_ext import accel
+    from tvm_ext.accel.models import from_torch_folded
+    from tvm_ext.models.torch_models import SeparableBlock, randomize_batchnorm
+
+    net = SeparableBlock(8, 16, stride=2)
+    randomize_batchnorm(net, 0)
+    x = np.random.default_rng(0).standard_normal((1, 8, 12, 12)).astype(np.float32)
+    with torch.no_grad():
+        want = net.eval()(torch.from_numpy(x)).numpy()
+    mod, params = from_torch_folded(net, [x])
+    m = accel.compile(mod, "default")
+    got = m(x, *params)
+    np.testing.assert_allclose(np.asarray(got[0]), want, rtol=1e-4, atol=1e-5)
+    (rep,) = m.reports
+    assert rep.composites == ["accel.conv2d_bias_relu"] * 2
+    assert rep.ops == ["depthwise_conv2d", "channel_bias_add", "relu", "conv2d", "channel_bias_add", "relu"]
+    script = m.module.script()
+    assert "conv2d" not in script and "R.nn.relu" not in script

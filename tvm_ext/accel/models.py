@@ -20,7 +20,8 @@ from __future__ import annotations
 
 from typing import Any, Sequence
 
-__all__ = ["linear_module", "mlp_module", "conv_module", "separable_block_module", "gru_cell_module"]
+__all__ = ["linear_module", "mlp_module", "conv_module", "separable_block_module", "gru_cell_module",
+           "from_torch_folded"]
 
 
 def _var(name: str, shape: Sequence[int]):
@@ -135,3 +136,29 @@ def gru_cell_module(batch: int, hidden: int, inputs: int | None = None) -> Any:
         return bb.emit(op.add(n, op.multiply(z, op.subtract(h, n))))
 
     return _build([x, h, wi, wh, bi, bh], body)
+
+
+def from_torch_folded(module: Any, example_inputs: Sequence[Any]) -> tuple[Any, list]:
+    """A torch model as the accelerator's BYOC path takes it: ``(relax module, parameter arrays)``.
+
+    Batch norms are folded into the preceding convolutions (inference:
+    ``torch.fx.experimental.optimization.fuse``), so a conv + BN + ReLU becomes
+    ``relu(conv2d(x, w) + bias)`` (the ``accel.conv2d_bias_relu`` pattern), and
+    the parameters stay function inputs (``keep_params_as_input``): call the
+    compiled module with ``(*example_inputs, *params)``.
+    """
+    import numpy as np
+    import torch
+    from torch.fx.experimental.optimization import fuse
+    from tvm.relax.frontend import detach_params
+    from tvm.relax.frontend.torch import from_exported_program
+
+    from tvm_ext.errors import InputError
+
+    if not isinstance(module, torch.nn.Module):
+        raise InputError(f"from_torch_folded: expected a torch.nn.Module, got {type(module).__name__}")
+    folded = fuse(module.eval())
+    args = tuple(torch.as_tensor(np.asarray(a)) for a in example_inputs)
+    mod = from_exported_program(torch.export.export(folded, args), keep_params_as_input=True)
+    mod, params = detach_params(mod)
+    return mod, [p.numpy() for p in params.get("main", [])]

@@ -6,7 +6,9 @@ priority order:
 * ``accel.gru_cell``: a GRU step as :func:`~tvm_ext.accel.models.gru_cell_module`
   emits it (two matmuls + row biases, ``split`` into gates, sigmoid/tanh,
   ``h' = n + z * (h - n)``);
-* ``accel.conv2d_relu``, ``accel.conv2d``;
+* ``accel.conv2d_bias_relu``, ``accel.conv2d_bias`` (a per-channel bias:
+  a conv's own, or a batch norm folded into the conv), ``accel.conv2d_relu``,
+  ``accel.conv2d`` (grouped convs with groups = channels are depthwise);
 * ``accel.dense_bias_relu``, ``accel.dense_bias``, ``accel.dense``
   (``matmul(x, permute_dims(w))``: a linear layer as the frontends import it);
 * ``accel.matmul_bias_relu``, ``accel.matmul_bias``, ``accel.matmul``.
@@ -19,7 +21,7 @@ dtype, an instruction no unit runs) the subgraph stays on llvm and the
 reason is kept in :func:`rejections`.
 
 >>> [name for name, *_ in pattern_table()][:3]
-['accel.gru_cell', 'accel.conv2d_relu', 'accel.conv2d']
+['accel.gru_cell', 'accel.conv2d_bias_relu', 'accel.conv2d_bias']
 """
 from __future__ import annotations
 
@@ -77,7 +79,9 @@ def _raw_patterns() -> list[tuple[str, Any]]:
     from tvm.relax.dpl import wildcard
 
     conv = _op("relax.nn.conv2d")(wildcard(), wildcard())
-    out = [("gru_cell", _gru()), ("conv2d_relu", _op("relax.nn.relu")(conv)), ("conv2d", conv)]
+    conv_bias = _op("relax.add")(conv, wildcard())
+    out = [("gru_cell", _gru()), ("conv2d_bias_relu", _op("relax.nn.relu")(conv_bias)), ("conv2d_bias", conv_bias),
+           ("conv2d_relu", _op("relax.nn.relu")(conv)), ("conv2d", conv)]
     for kind, dense in (("dense", True), ("matmul", False)):
         mm = _mm(dense)
         bias = _op("relax.add")(mm, wildcard())

@@ -10,7 +10,9 @@ Relax                          workload
 =============================  ==========================================
 ``matmul(a, b)``               ``matmul`` (``matmul_nt`` when ``b`` is
                                ``permute_dims(w)``: a dense layer)
-``add``                        ``add``, or ``bias_add`` for an ``(N,)`` row
+``add``                        ``add``, or ``bias_add`` for an ``(N,)`` row,
+                               ``channel_bias_add`` for a 4-D tensor plus
+                               a ``(1, C, 1, 1)`` / ``(1, 1, 1, C)`` bias
 ``subtract`` / ``multiply``    ``sub``/``mul``; ``rsub``/``scale`` with a
                                scalar constant
 ``nn.relu``, ``sigmoid``,
@@ -262,7 +264,22 @@ def _add(tr: _Translator, call, args):
         return tr.wl.bias_add(tr.tensor(a), tr.tensor(b))
     if _is_row(sb, sa):
         return tr.wl.bias_add(tr.tensor(b), tr.tensor(a))
-    raise UnsupportedRelaxOp(f"add of shapes {sa} and {sb} (only equal shapes or a (N,) row bias)")
+    for x, y, sx, sy in ((a, b, sa, sb), (b, a, sb, sa)):
+        layout = _channel_layout(sx, sy)
+        if layout:
+            return tr.wl.channel_bias_add(tr.tensor(x), tr.tensor(y), layout=layout)
+    raise UnsupportedRelaxOp(f"add of shapes {sa} and {sb} (only equal shapes, a (N,) row bias or a per-channel "
+                             f"(1, C, 1, 1) / (1, 1, 1, C) bias of a 4-D tensor)")
+
+
+def _channel_layout(sa: tuple, sb: tuple) -> str | None:
+    """``"NCHW"`` / ``"NHWC"`` when ``sb`` is a per-channel bias of the 4-D ``sa`` on axis 1 / 3, else None."""
+    if len(sa) != 4 or len(sb) != 4:
+        return None
+    for layout, ch in (("NCHW", 1), ("NHWC", 3)):
+        if all(sb[d] == (sa[ch] if d == ch else 1) for d in range(4)):
+            return layout
+    return None
 
 
 def _subtract(tr: _Translator, call, args):

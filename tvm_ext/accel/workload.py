@@ -227,6 +227,28 @@ class Workload:
         return self._emit("bias_add", "forall i,j { C[i][j] := A[i][j]; C[i][j] += b[j]; }",
                           {"i": A.shape[0], "j": A.shape[1]}, {"A": A, "b": b}, o)
 
+    def channel_bias_add(self, a: "str | Ref", bias: "str | Ref", out: str | None = None, *,
+                         layout: str = "NCHW") -> str:
+        """``C = A + bias`` for a 4-D ``A`` and a per-channel ``bias`` broadcast over the rest:
+        ``(1, C, 1, 1)`` for ``NCHW``, ``(1, 1, 1, C)`` for ``NHWC`` (a conv layer's bias, a folded batch norm).
+
+        >>> wl = Workload(); y = wl.channel_bias_add(wl.input("x", (1, 3, 4, 4)), wl.weight("b", (1, 3, 1, 1)))
+        >>> wl.ops[0].kind, wl.tensors[y].shape
+        ('channel_bias_add', (1, 3, 4, 4))
+        """
+        A, b = self._ref(a), self._ref(bias)
+        if layout not in ("NCHW", "NHWC"):
+            raise InputError(f"channel_bias_add: layout must be NCHW or NHWC, got {layout!r}")
+        ch = 1 if layout == "NCHW" else 3
+        want = tuple(A.shape[ch] if d == ch else 1 for d in range(4)) if len(A.shape) == 4 else None
+        if want is None or b.shape != want:
+            raise ShapeError(f"channel_bias_add: need a 4-D A and a bias of shape (A's channels on axis {ch}, "
+                             f"ones elsewhere), got {A.shape} and {b.shape}")
+        bidx = "[0][a1][0][0]" if layout == "NCHW" else "[0][0][0][a3]"
+        text = "forall a0,a1,a2,a3 { C[a0][a1][a2][a3] := A[a0][a1][a2][a3]; C[a0][a1][a2][a3] += b" + bidx + "; }"
+        return self._emit("channel_bias_add", text, dict(zip(("a0", "a1", "a2", "a3"), A.shape)), {"A": A, "b": b},
+                          self._out(out, A.shape, (A, b)), layout=layout)
+
     def _binary(self, kind: str, a, b, out) -> str:
         A, B = self._ref(a), self._ref(b)
         if A.shape != B.shape:
@@ -466,6 +488,8 @@ def _reference_op(wl: Workload, op: Op, env: Mapping[str, np.ndarray]) -> np.nda
     a = _block(env, wl, op.view("A"), out_shape)
     if op.kind == "bias_add":
         return a + _block(env, wl, op.view("b"), (out_shape[1],))[None, :]
+    if op.kind == "channel_bias_add":
+        return a + _block(env, wl, op.view("b"), wl.tensors[op.view("b").tensor].shape)
     if op.kind in _BINARY:
         b = _block(env, wl, op.view("B"), out_shape)
         return {"add": np.add, "sub": np.subtract, "mul": np.multiply}[op.kind](a, b)
