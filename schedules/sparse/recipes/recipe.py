@@ -127,7 +127,7 @@ class Recipe:
             if how.vector_rows and vector_rows.vector_rows_fit(nest):
                 return vector_rows.vector_rows_primfunc(nest, kernel)
             return lower.row_tile_primfunc(nest, kernel)
-        return scatter.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest))
+        return scatter.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest), row_runs=_row_runs(nest))
 
     def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
         """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""
@@ -185,6 +185,17 @@ def _row_sorted(nest: SparseNest) -> bool:
     first = nest.buffers.get(f"explicit_{levels[0]}")
     return first is not None and bool(loads(nest.row)) and loads(nest.row)[0].same_as(first) \
         and nest.levels[0].name == "p"
+
+
+def _row_runs(nest: SparseNest) -> bool:
+    """Whether the innermost loop runs over single entries sorted by output row within each
+    iteration of the loops outside it (the compaction's first level is the row's)."""
+    comp = nest.meta.get("compaction", {})
+    levels = comp.get("levels", ())
+    if not levels or comp.get("inner") or comp.get("keep_empty") or nest.levels[-1].name != "p":
+        return False
+    first = nest.buffers.get(f"explicit_{levels[0]}")
+    return first is not None and any(b.same_as(first) for b in loads(nest.row))
 
 
 def _array(name: str, x, comp_meta, csr) -> np.ndarray:

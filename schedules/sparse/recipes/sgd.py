@@ -149,7 +149,7 @@ class SGDExecutor:
         import tvm
 
         tm, tu = self._tensors(fm, fu)
-        ev = self.mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=repeat, min_repeat_ms=20)
+        ev = self.mod.mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=repeat, min_repeat_ms=20)
         return ev(*self._arrays, tm, tu, 1e-6, 0.0).min
 
 

@@ -512,6 +512,8 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     drop = {lv.var for lv in nest.levels if lv.existential}
     guards = [g for g in parts["guards"]
               if not _reads_source(g, sources) and not any(v in drop for v in free_vars(g))]
+    if not inner and not keep_empty:
+        guards = []      # every kept iteration is a stored entry, which satisfies every guard
     new = {"row": parts["row"], "col": parts["col"], "value": parts["value"]}
     for a in arrays:
         buf_dtype = dtype if a == "data" else "int32"
