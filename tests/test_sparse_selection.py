@@ -196,7 +196,8 @@ def test_dia_is_excluded_past_the_prefetch_stream_count():
 def test_the_timed_row_block_is_capped_in_rows():
     A = lap2d(100)  # 10,000 rows, 49,600 nnz
     a, b = _row_block(A, 10**6, 500)
-    assert b - a == 500 and a == (A.shape[0] - 500) // 2
+    middle = (A.shape[0] - 500) // 2
+    assert b - a == 500 and a == middle - middle % 24
     a, b = _row_block(A, 10_000, 100)
     assert b - a == 100 and int(A.indptr[b] - A.indptr[a]) < 10_000
 
@@ -306,3 +307,19 @@ def test_row_vectorised_spmv_and_blocks_agree_with_measurement():
     assert model.choose(sparse_features(lap3d(20, points=27)), 1).format == "sell"
     assert model.choose(sparse_features(block_fem(2000, 3, 3, seed=0)), 1).candidate == \
         Candidate.of("bcsr", R=3, C=3)
+
+
+def test_the_timed_block_keeps_the_matrix_block_alignment():
+    from schedules.sparse.inspectors import to_bcsr
+    from schedules.sparse.selection import BLOCK_ALIGN, _window
+
+    A = block_fem(3000, 3, 3, seed=4)  # dense 3 x 3 blocks
+    a, b = _row_block(A, 20_000, 1000)
+    assert a % BLOCK_ALIGN == 0 and BLOCK_ALIGN % 3 == 0 and BLOCK_ALIGN % 8 == 0
+    block = _window(A, a, b)
+    c0 = int(A.indices[A.indptr[a]:A.indptr[b]].min())
+    c0 -= c0 % BLOCK_ALIGN
+    np.testing.assert_array_equal(block.toarray(), A[a:b].toarray()[:, c0:c0 + block.shape[1]])
+    # the block's 3 x 3 blocks are whole: fill 1, as on the whole matrix
+    blocks = to_bcsr(block, 3, 3)
+    assert blocks.bcol.size * 9 == block.nnz
