@@ -428,9 +428,15 @@ def _view(t) -> np.ndarray:
 
 
 def _tensor(a: np.ndarray):
+    """A TVM tensor of ``a`` for a kernel input: zero-copy (DLPack) when ``a`` is
+    contiguous and 64-byte aligned, as the views of earlier kernels' outputs
+    are, else a copy.  The kernels only read such inputs."""
     import tvm
 
-    return tvm.runtime.tensor(np.ascontiguousarray(a), tvm.cpu(0))
+    a = np.ascontiguousarray(a)
+    if a.size and a.ctypes.data % 64 == 0:
+        return tvm.runtime.from_dlpack(a)
+    return tvm.runtime.tensor(a, tvm.cpu(0))
 
 
 def _compute_levels(g: DependenceGraph) -> np.ndarray:

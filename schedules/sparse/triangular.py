@@ -423,7 +423,9 @@ class SweepExecutor:
         off, diag = _sweep_operands(B, perm, what)
         cpu = tvm.cpu(0)
         dummy = lambda a, dt: a if a.size else np.zeros(1, dt)  # noqa: E731 - no 0-size buffers
-        self._args = [tvm.runtime.tensor(a, cpu) for a in (
+        from schedules.sparse.level_sets import _tensor
+
+        self._args = [_tensor(a) for a in (
             off.indptr.astype(_I32, copy=False), dummy(off.indices.astype(_I32, copy=False), _I32),
             dummy(off.data, self.dtype), (1.0 / diag).astype(self.dtype), seg_ptr, seg_par)]
         self.offdiag_nnz = int(off.nnz)
