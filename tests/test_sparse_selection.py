@@ -269,6 +269,8 @@ def test_the_model_choice_stays_unless_beaten_by_the_override_margin():
                          ratios={"dia": 1.0, "csr": 0.97})        # csr's one lucky run
     assert paired.fastest == "csr" and paired.chosen == "dia"
     assert replace(paired, ratios={"dia": 1.0, "csr": 0.9}).chosen == "csr"
+    # the median says csr, the fastest runs say dia: no clear winner, the model's word
+    assert replace(paired, seconds={"dia": 0.9, "csr": 1.0}, ratios={"dia": 1.0, "csr": 0.9}).chosen == "dia"
     assert "x0.97" in paired.describe()
     # a baseline the model scored far behind must beat its choice by more than the margin
     far = replace(paired, ratios={"dia": 1.0, "csr": 0.9}, far=("csr",))

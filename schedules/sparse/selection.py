@@ -131,7 +131,8 @@ class Measurement:
     is the median, over the rounds, of the candidate's time over the model's
     choice's time in the same round (the candidates take turns, so a burst of
     other load falls on both sides of a ratio).  :attr:`chosen` is the model's
-    choice unless another candidate beats it by more than ``override``; one
+    choice unless another candidate beats it by more than ``override`` (and has
+    the faster fastest run too); one
     timed only as the baseline (``far``: scored beyond ``margin`` of the
     choice) must beat it by more than ``margin`` -- the model's error would be
     gross, not a near tie.
@@ -163,7 +164,10 @@ class Measurement:
             def needed(label: str) -> float:
                 return 1.0 + (max(self.margin, self.override) if label in self.far else self.override)
 
-            wins = {k: r * needed(k) for k, r in self.ratios.items() if r * needed(k) < 1.0}
+            mine = self.seconds[self.model_choice]
+            # both summaries must agree: the paired median by the margin, the fastest runs at all
+            wins = {k: r * needed(k) for k, r in self.ratios.items()
+                    if r * needed(k) < 1.0 and self.seconds.get(k, mine) < mine}
             return min(wins, key=wins.get) if wins else self.model_choice
         best = self.fastest
         mine = self.seconds.get(self.model_choice)
