@@ -161,3 +161,12 @@ def test_zoo_mobilenet_block_with_batchnorm_offloads_whole():
     assert rep.ops == ["depthwise_conv2d", "channel_bias_add", "relu", "conv2d", "channel_bias_add", "relu"]
     script = m.module.script()
     assert "conv2d" not in script and "R.nn.relu" not in script
+
+
+def test_depthwise_on_a_system_without_iadd_names_the_missing_instruction():
+    from tvm_ext.errors import ConfigError
+
+    wl = Workload("dw")
+    wl.depthwise_conv2d(wl.input("x", (1, 3, 9, 9)), wl.weight("w", (3, 1, 3, 3)), padding=(1, 1, 1, 1), out="y")
+    with pytest.raises(ConfigError, match=r"iadd_32x32.*no compute unit of system 'isam-mini'"):
+        schedule(wl, "mini")

@@ -344,31 +344,40 @@ def _harmonise(chosen: list, found: list, model: SystemCostModel) -> list:
 
 
 def _uncovered_message(op: Op, system: SystemGraph, program, stmts: list[int]) -> str:
-    """Which statements no unit covers, and which library instructions would (mapped, or after padding)."""
+    """Which statements no unit covers, and which library instructions would (mapped, or after padding).
+
+    Instructions binding tensors only are named first; when none would, those
+    that would through the kernel's temporaries (the covers the lowering
+    falls back to).
+    """
     from tensorize.instructions import get_isa
     from tensorize.mapper import map_instruction
     from tensorize.transforms import TransformError
 
     text = " ".join(program.statements[k].format(program.axis_names) for k in stmts)
     want = set(stmts)
-    missing, transposed = [], []
     supported = set(system.supported_instructions())
-    keep = _keeper(system)
-    for ins in get_isa(system.isa):
-        any_cover = ok_cover = False
-        for sizes in sorted(_extent_repairs(program, ins), key=lambda r: _growth(program, r))[:4]:
-            try:
-                prog, _ = _pad(program, sizes)
-            except (TransformError, ValueError):
-                continue
-            for m in map_instruction(prog, ins).mappings:
-                if set(m.statement_map) & want and _binds_tensors(m):
-                    any_cover = True
-                    ok_cover = ok_cover or keep(m)
-        if ok_cover and ins.name not in supported:
-            missing.append(ins.name)
-        elif any_cover and not ok_cover:
-            transposed.append(ins.name)
+    has_temps = any(b.role == "temp" for b in program.buffers)
+    missing, transposed = [], []
+    for temporaries in ((False, True) if has_temps else (False,)):
+        keep = _keeper(system, temporaries)
+        for ins in get_isa(system.isa):
+            any_cover = ok_cover = False
+            for sizes in sorted(_extent_repairs(program, ins), key=lambda r: _growth(program, r))[:4]:
+                try:
+                    prog, _ = _pad(program, sizes)
+                except (TransformError, ValueError):
+                    continue
+                for m in map_instruction(prog, ins).mappings:
+                    if set(m.statement_map) & want and (temporaries or _binds_tensors(m)):
+                        any_cover = True
+                        ok_cover = ok_cover or keep(m)
+            if ok_cover and ins.name not in supported:
+                missing.append(ins.name)
+            elif any_cover and not ok_cover:
+                transposed.append(ins.name)
+        if missing or transposed:
+            break
     if missing:
         hint = f"the library instruction(s) {missing} would, but no compute unit of system {system.name!r} runs them"
     elif transposed:
