@@ -176,3 +176,17 @@ def test_depthwise_on_a_system_without_iadd_names_the_missing_instruction():
     wl.depthwise_conv2d(wl.input("x", (1, 3, 9, 9)), wl.weight("w", (3, 1, 3, 3)), padding=(1, 1, 1, 1), out="y")
     with pytest.raises(ConfigError, match=r"iadd_32x32.*no compute unit of system 'isam-mini'"):
         schedule(wl, "mini")
+
+
+def test_cli_sepconv_json_and_unsupported_system(capsys):
+    import json
+
+    from tvm_ext.cli.main import main
+
+    assert main(["accel", "sepconv", "8", "12", "--c-out", "16", "--stride", "2", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["cycles"] > 0 and data["cycles_kl"] > 0 and data["max_rel_err"] < 1e-5
+    assert {"scale_32x32", "iadd_32x32", "matmul_32x32x32"} <= set(data["instruction_set"])
+    assert main(["accel", "sepconv", "8", "12", "--depthwise-only", "--config", "mini"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "iadd_32x32" in err[0]

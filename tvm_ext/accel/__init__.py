@@ -30,7 +30,7 @@ from tvm_ext.lazy_exports import lazy_getattr
 
 
 from .approach import CHOICES, Approach, ApproachChoice, CostModelApproach, HeuristicApproach
-from .cases import gemm_workload, run_gemm, run_gru
+from .cases import gemm_workload, run_gemm, run_gru, run_sepconv, sepconv_workload
 from .gru import gru_cell, gru_reference, gru_sequence_inputs, unrolled_gru
 from .kernel_library import KernelLibraryApproach, schedule_kl
 from .lowering import LoweredOp, SystemCostModel, lower_workload
@@ -81,7 +81,7 @@ __all__ = [
     "Timeline", "TimingReport", "time_stream",
     "KernelLibraryApproach", "schedule_kl",
     "gru_cell", "gru_reference", "gru_sequence_inputs", "unrolled_gru",
-    "run_gemm", "run_gru", "gemm_workload",
+    "run_gemm", "run_gru", "run_sepconv", "gemm_workload", "sepconv_workload",
     "check_coherence", "check_capacity",
     *_LAZY,
 ]

@@ -1,11 +1,12 @@
-"""``tvm-ext accel gemm M N K`` / ``tvm-ext accel gru --steps T --hidden H --batch B`` / ``tvm-ext accel systems``.
+"""``tvm-ext accel gemm M N K`` / ``tvm-ext accel gru --steps T --hidden H --batch B`` /
+``tvm-ext accel sepconv C HW [--c-out N] [--stride S] [--depthwise-only]`` / ``tvm-ext accel systems``.
 
 Runs one case on the modelled ISA Mapper accelerator (default system graph):
 cycles of this scheduler and of the kernel-library baseline, per-device-kind
 utilisation, bytes moved per memory level and the functional check against
 numpy; ``--plot PNG`` adds a Gantt chart of every device over time.  ``--json`` keys include ``cycles``, ``cycles_kl`` and
 ``max_rel_err``.  All logic is in :func:`tvm_ext.accel.run_gemm` /
-:func:`tvm_ext.accel.run_gru`.
+:func:`tvm_ext.accel.run_gru` / :func:`tvm_ext.accel.run_sepconv`.
 """
 from __future__ import annotations
 
@@ -31,18 +32,28 @@ def register(subparsers, common) -> None:
     r.add_argument("--inputs", type=size("--inputs"), default=None, metavar="I", help="input size (default H)")
     _shared(r)
     r.set_defaults(func=run_gru)
+    c = sub.add_parser("sepconv", parents=[common],
+                       help="a MobileNet-v1 block, NCHW: depthwise 3x3 + ReLU + pointwise 1x1 + ReLU")
+    c.add_argument("channels", type=size("channels"), help="input channels (the depthwise conv's groups)")
+    c.add_argument("hw", type=size("hw"), help="input height = width")
+    c.add_argument("--c-out", type=size("--c-out"), default=None, help="pointwise output channels (default 2x)")
+    c.add_argument("--stride", type=size("--stride"), default=1, help="depthwise stride (default 1)")
+    c.add_argument("--depthwise-only", action="store_true", help="the depthwise conv alone")
+    _shared(c, plot=False)
+    c.set_defaults(func=run_sepconv)
     s = sub.add_parser("systems", parents=[common], help="list the bundled system graphs")
     s.set_defaults(func=run_systems)
 
 
-def _shared(p) -> None:
+def _shared(p, plot: bool = True) -> None:
     p.add_argument("--config", default="default", metavar="NAME|FILE",
                    help="system graph: a bundled name (default, mini) or a JSON file")
     p.add_argument("--no-check", action="store_true", help="skip the functional simulation")
     p.add_argument("--seed", type=seed(), default=0, help="seed of the random inputs")
-    p.add_argument("--plot", metavar="PNG", default=None,
-                   help="also write a Gantt chart of every device over time, this scheduler above the kernel "
-                   "library (a GRU shows its first 4 steps; needs matplotlib)")
+    if plot:
+        p.add_argument("--plot", metavar="PNG", default=None,
+                       help="also write a Gantt chart of every device over time, this scheduler above the kernel "
+                       "library (a GRU shows its first 4 steps; needs matplotlib)")
 
 
 def run_gemm(args) -> Output:
@@ -79,6 +90,20 @@ def run_gru(args) -> Output:
                                   system=args.config))
         text += f"\n\nplot written to {r['plot']}"
     return Output(r, text)
+
+
+def run_sepconv(args) -> Output:
+    from tvm_ext.accel import run_sepconv as sepconv
+
+    c_out = None if args.depthwise_only else (args.c_out or 2 * args.channels)
+    r = sepconv(args.channels, c_out, args.hw, args.stride, system=args.config, check=not args.no_check,
+                seed=args.seed)
+    what = f"accel sepconv {args.channels} {args.hw}"
+    _require_checked(r, what)
+    block = "depthwise 3x3" if c_out is None else f"depthwise 3x3 + pointwise to {c_out} channels"
+    head = (f"{block}, {args.channels} x {args.hw} x {args.hw} input, stride {args.stride} ({r['flops']:,} flop) "
+            f"on {r['system']}, {r['tiles']:,} compute tiles ({', '.join(r['instruction_set'])})")
+    return Output(r, render(r, head))
 
 
 def _require_checked(r: dict, what: str) -> None:
