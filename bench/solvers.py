@@ -9,9 +9,9 @@ Every number is measured in this run, on matrices of >= 1 M non-zeros (the
 
 Tables:
 
-0. **Memory bandwidth** of one core and of all threads (a TVM dot-product
-   kernel streaming an L3-resident and a DRAM-sized pair of vectors): a sweep
-   that one core already runs at the machine's bandwidth cannot speed up.
+0. **Memory bandwidth** of one core and of all threads (a vectorised TIR
+   copy of an L3-resident and of a DRAM-sized vector): a sweep that one core
+   already runs at the machine's bandwidth cannot speed up.
 1. **Inspector** stages (dependence graph, levels by the compiled serial
    pass, by the vectorised frontier BFS and by the parallel TIR BFS, reorder,
    and the point-to-point partition) and throughput.
@@ -73,25 +73,51 @@ def matrices(sizes: dict) -> dict[str, sp.csr_array]:
     }
 
 
+def _copy_funcs():
+    """TIR stream kernels ``y = x`` over ``chunks`` contiguous chunks: one parallel
+    (``T.parallel``) and one serial twin.  The inner loop has no reduction, so
+    LLVM vectorises it and the copy runs at the memory system's speed."""
+    import tvm
+    from tvm.script import tirx as T
+
+    src = """
+@T.prim_func
+def copy(x_h: T.handle, y_h: T.handle, chunk: T.int32, chunks: T.int32):
+    n = T.int32()
+    x = T.match_buffer(x_h, (n,), "float64")
+    y = T.match_buffer(y_h, (n,), "float64")
+    for c in LOOP(chunks):
+        lo = T.bind(c * chunk)
+        for k in range(T.min(chunk, n - lo)):
+            y[lo + k] = x[lo + k]
+"""
+    funcs = {}
+    for name, loop in (("copy", "T.parallel"), ("copy_serial", "range")):
+        f = tvm.script.from_source(src.replace("LOOP", loop), extra_vars={"T": T})
+        funcs[name] = f.with_attr("global_symbol", name)
+    return tvm.IRModule(funcs)
+
+
 def bandwidth(run: BenchRun, threads: int) -> None:
-    """Streaming read bandwidth (GB/s) of one core and of ``threads`` threads: the
-    TVM dot kernel's serial twin and its chunked parallel version, best call of many."""
+    """Copy bandwidth (GB/s, read + write) of one core and of ``threads`` threads, on an
+    L3-resident and a DRAM-sized pair of vectors: a vectorised TIR copy, its serial twin
+    against its chunked parallel version, called in turn (best call of many)."""
     import tvm
 
-    from schedules.sparse.vector_kernels import VectorKernels
+    from tvm_ext.kernel_cache import get_or_build
 
-    k = VectorKernels("float64")
-    for label, nbytes in (("L3-resident (2 x 8 MiB)", 8 << 20), ("DRAM (2 x 256 MiB)", 256 << 20)):
+    mod = get_or_build(("bench.solvers.copy", 1), _copy_funcs)
+    for label, nbytes in (("L3-resident (2 x 4 MiB)", 4 << 20), ("DRAM (2 x 256 MiB)", 256 << 20)):
         n = nbytes // 8
-        u = tvm.runtime.tensor(np.ones(n), tvm.cpu(0))
+        x = tvm.runtime.tensor(np.ones(n), tvm.cpu(0))
+        y = tvm.runtime.empty((n,), "float64", tvm.cpu(0))
         chunk = -(-n // threads)
-        part = tvm.runtime.empty((threads + 1,), "float64", tvm.cpu(0))
-        one = tvm.runtime.empty((2,), "float64", tvm.cpu(0))
-        reps = 60 if nbytes < (64 << 20) else 8
-        t1 = _best_call(lambda: k.mod["dot_serial"](u, u, one, n), reps)
-        tp = _best_call(lambda: k.mod["dot"](u, u, part, chunk), reps)
+        rounds = 100 if nbytes < (64 << 20) else 6
+        t = _race({"one": lambda: mod["copy_serial"](x, y, n, 1),
+                   "all": lambda: mod["copy"](x, y, chunk, threads)}, rounds=rounds, min_s=0.5)
         run.add({"working set": label, "bytes": 2 * nbytes, "threads": threads,
-                 "one_core_gbs": 2 * nbytes / t1 / 1e9, "all_threads_gbs": 2 * nbytes / tp / 1e9})
+                 "one_core_gbs": 2 * nbytes / t["one"] / 1e9,
+                 "all_threads_gbs": 2 * nbytes / t["all"] / 1e9})
 
 
 def _best_call(fn, reps: int, min_s: float = 0.3) -> float:
@@ -281,7 +307,8 @@ def main() -> None:
     print(bw.header())
     print(f"load average at start: {os.getloadavg()[0]:.2f} (the machine may be shared)")
     bandwidth(bw, args.threads)
-    print("\n## Streaming read bandwidth, GB/s (TVM dot kernel: serial twin vs chunked parallel)\n")
+    print("\n## Copy bandwidth, GB/s read + write (vectorised TIR copy: serial twin vs chunked "
+          "parallel, called in turn)\n")
     print(bw.markdown(["working set", "threads", "one_core_gbs", "all_threads_gbs"],
                       ratios={"threads/one core": ("all_threads_gbs", "one_core_gbs")}))
 
