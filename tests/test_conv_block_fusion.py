@@ -1,6 +1,7 @@
-"""A ResNet bottleneck compiles to one kernel per convolution (batch norm, ReLU and the residual add
-in its epilogue) plus the two layout conversions, and still matches ONNX Runtime; plain copy blocks
-(a 1x1 convolution's ``pad_temp``) are inlined into the reduction that reads them."""
+"""A ResNet bottleneck compiles to one kernel per convolution (batch norm folded to a bias, ReLU and
+the residual add in its epilogue) plus one layout conversion back to NCHW, and still matches ONNX
+Runtime; the batch norm folding and the layout rewrites on their own; plain copy blocks (a 1x1
+convolution's ``pad_temp``) are inlined into the reduction that reads them."""
 from __future__ import annotations
 
 import numpy as np
@@ -18,7 +19,7 @@ def _kernel_ops(model) -> dict[str, list[str]]:
 
 
 @pytest.mark.parametrize("c_in,c_out", [(32, None), (16, 24)])  # identity skip; projected skip
-def test_bottleneck_relu_and_residual_join_the_conv_kernels(c_in, c_out):
+def test_bottleneck_is_one_kernel_per_convolution_and_one_layout_conversion(c_in, c_out):
     proto = bottleneck_onnx(c_in, 8, 6, c_out=c_out)
     model = tc.compile(from_onnx(proto), tensorize="always")  # the micro-kernels' epilogues compute it
     x = model.random_inputs(3)
@@ -26,10 +27,14 @@ def test_bottleneck_relu_and_residual_join_the_conv_kernels(c_in, c_out):
     kernels = _kernel_ops(model)
     convs = [ops for ops in kernels.values() if "conv2d" in ops]
     others = [ops for ops in kernels.values() if "conv2d" not in ops]
-    assert len(convs) == (3 if c_out is None else 4)
-    assert all(ops == ["transpose"] for ops in others) and len(others) == 2  # the layout in, the layout out
-    assert sum(ops.count("relu") for ops in convs) == 3  # every ReLU in a convolution's epilogue
-    assert any(ops.count("add") == 2 and "relu" in ops for ops in convs)  # batch norm's add + the residual add
+    assert all(ops[:2] == ["conv2d", "add"] and "subtract" not in ops and "divide" not in ops for ops in convs)
+    if c_out is None:  # the skip input is read in NCHW by the kernel that converts the output back
+        assert len(convs) == 3 and others == [["transpose", "add", "relu"]]
+        assert sum(ops.count("relu") for ops in convs) == 2
+    else:  # the 1x1 convolutions read the NCHW input; the residual add joins the last convolution
+        assert len(convs) == 4 and others == [["transpose"]]
+        assert sum(ops.count("relu") for ops in convs) == 3
+        assert any(ops.count("add") == 2 and "relu" in ops for ops in convs)
 
 
 def test_inline_copies_removes_a_1x1_convs_input_copy_and_keeps_the_result():
@@ -115,3 +120,30 @@ def test_fold_conv_affine_leaves_what_is_not_a_per_channel_affine_chain():
                          ([(relax.op.multiply, per_channel, False)], True)]:  # the conv's output used twice
         mod = _conv_chain(steps, reuse=reuse)
         assert _ops(fold_conv_affine(mod)) == _ops(mod)
+
+
+def test_layout_rewrites_leave_other_permutes_alone():
+    from tvm import relax
+
+    from tvm_ext.compile_steps.conv_layout import conv1x1_read_nchw, residual_in_input_layout
+
+    x = relax.Var("x", relax.TensorType((1, 8, 4, 4), "float32"))
+    y = relax.Var("y", relax.TensorType((1, 4, 4, 8), "float32"))
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x, y]):
+        with bb.dataflow():
+            t = bb.emit(relax.op.permute_dims(x, [0, 3, 2, 1]))  # not the NHWC conversion
+            s = bb.emit(relax.op.add(y, t))
+            o = bb.emit_output(relax.op.permute_dims(s, [0, 3, 1, 2]))
+        bb.emit_func_output(o)
+    mod = bb.get()
+    w = relax.const(np.ones((4, 3, 3, 8), "float32"))  # 3x3: needs the window, keeps its NHWC input
+    bb = relax.BlockBuilder()
+    with bb.function("main", [x]):
+        with bb.dataflow():
+            t = bb.emit(relax.op.permute_dims(x, [0, 2, 3, 1]))
+            o = bb.emit_output(relax.op.nn.conv2d(t, w, data_layout="NHWC", kernel_layout="OHWI"))
+        bb.emit_func_output(o)
+    conv = bb.get()
+    assert _ops(residual_in_input_layout(mod)) == _ops(mod)
+    assert _ops(conv1x1_read_nchw(conv)) == _ops(conv)

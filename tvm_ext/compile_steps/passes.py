@@ -259,20 +259,24 @@ def ConvertConvLayout(layout: dict | None = None):  # noqa: N802
     ``(y, mean, var)[0]`` tuple and variable-to-variable bindings (which kept each ReLU out of
     its convolution's kernel), and a second ``permute_dims`` of an input the first convolution
     already converted (a residual add then reads that one copy, in the convolutions' layout,
-    and joins the last convolution's kernel).
+    and joins the last convolution's kernel).  Last, the layout conversions at the ends go where
+    they are free (:mod:`.conv_layout`): a residual add that converts the block's output back reads
+    the skip input in its own layout, and a plain 1x1 convolution of a converted input reads the
+    input itself, so no converted copy of the input is made.
     """
     import tvm
     from tvm import relax
 
     from tvm_ext.compile_steps.conv_affine import fold_conv_affine
+    from tvm_ext.compile_steps.conv_layout import conv1x1_read_nchw, residual_in_input_layout
 
     @_module_pass("tvm_ext.ConvertConvLayout")
     def run(mod, ctx):
         mod = fold_conv_affine(mod)
-        return tvm.transform.Sequential([relax.transform.ConvertLayout(layout or CONV_LAYOUT),
-                                         relax.transform.CanonicalizeBindings(),
-                                         relax.transform.EliminateCommonSubexpr(),
-                                         relax.transform.DeadCodeElimination()])(mod)
+        mod = tvm.transform.Sequential([relax.transform.ConvertLayout(layout or CONV_LAYOUT),
+                                        relax.transform.CanonicalizeBindings(),
+                                        relax.transform.EliminateCommonSubexpr()])(mod)
+        return relax.transform.DeadCodeElimination()(conv1x1_read_nchw(residual_in_input_layout(mod)))
 
     return run
 
