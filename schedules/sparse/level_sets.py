@@ -608,7 +608,8 @@ def levels_parallel(g: DependenceGraph) -> np.ndarray:
     if n == 0:
         return np.zeros(0, _I32)
     load_native("tvmext_p2p.c")        # the atomics must resolve before the kernel loads
-    succ = sp.csr_array((np.ones(g.indices.size, np.int8), g.indices, g.indptr), shape=(n, n)).T.tocsr()
+    preds = sp.csr_array((np.ones(g.indices.size, np.int8), g.indices, g.indptr), shape=(n, n))
+    succ = preds.T.tocsr()
     indeg = np.diff(g.indptr).astype(_I32)
     queue = np.zeros(n, dtype=_I32)
     first = np.flatnonzero(indeg == 0).astype(_I32)

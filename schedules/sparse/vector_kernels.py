@@ -3,8 +3,9 @@
 Every kernel takes symbolic sizes, so one compiled kernel per dtype serves
 every vector length (through :func:`tvm_ext.kernel_cache.get_or_build`).
 Reductions accumulate in float64 whatever the vectors' dtype (a float32
-dot product of a million terms summed in float32 loses about 3 of its 7
-digits, enough to stall float32 PCG), and are chunked: ``T.parallel`` over ``chunks`` contiguous chunks
+dot product of a million terms summed in float32 can lose several of its 7
+digits, enough to stall float32 PCG), and are chunked: ``T.parallel`` over
+``chunks`` contiguous chunks
 (vectors of one chunk use a ``*_serial`` twin, so no thread-pool launch, and
 no wake-up of sleeping pool threads, is paid for a short vector),
 each accumulating its partial sum in ``part[c]``, then one serial pass adds
