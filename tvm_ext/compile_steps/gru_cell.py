@@ -77,6 +77,7 @@ def gru_cell_primfunc(batch: int, hidden: int, steps: int, dtype: str = "float32
 
     B, H, G, S = int(batch), int(hidden), 3 * int(hidden), int(steps)
     JB = hidden_block(H)
+    KU = next(u for u in (4, 2, 1) if H % u == 0)  # rows of W per unrolled step of the k loop
 
     @T.prim_func(private=True, s_tir=True)
     def gru_cell(h: T.Buffer((B, H), dtype), gi: T.Buffer((S, B, G), dtype), w: T.Buffer((H // JB, H, 3, JB), dtype),
@@ -89,10 +90,11 @@ def gru_cell_primfunc(batch: int, hidden: int, steps: int, dtype: str = "float32
                     for g in T.unroll(3):
                         for jj in T.vectorized(JB):
                             acc[g, jj] = bias[g * H + jo * JB + jj]
-                    for k in range(H):
-                        for g in T.unroll(3):
-                            for jj in T.vectorized(JB):
-                                acc[g, jj] = acc[g, jj] + h[b, k] * w[jo, k, g, jj]
+                    for ko in range(H // KU):
+                        for ku in T.unroll(KU):
+                            for g in T.unroll(3):
+                                for jj in T.vectorized(JB):
+                                    acc[g, jj] = acc[g, jj] + h[b, ko * KU + ku] * w[jo, ko * KU + ku, g, jj]
                     for jj in T.vectorized(JB):
                         acc[0, jj] = T.sigmoid(acc[0, jj] + gi[t, b, jo * JB + jj])
                     for jj in T.vectorized(JB):
