@@ -20,6 +20,7 @@ from tvm_ext.cli.main import build_parser, main
 BASE: dict[str, tuple[dict[str, str], list[str]]] = {
     "accel gemm": ({"M": "8", "N": "8", "K": "8"}, ["--no-check"]),
     "accel gru": ({}, ["--hidden", "8", "--batch", "1", "--no-check"]),
+    "accel sepconv": ({"channels": "4", "hw": "6"}, ["--no-check"]),
     "accel systems": ({}, []),
     "cg": ({"matrix": "LFAT5"}, []),
     "compile": ({"model": "mlp"}, []),
