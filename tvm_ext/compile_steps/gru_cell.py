@@ -19,8 +19,9 @@ unparallelised gate kernel whose ``split`` of a reshape indexes ``gh`` modulo
 the three gate columns ``j, H + j, 2H + j`` of the GEMV over ``k`` in vector
 registers, then applies the gates and writes ``h'`` — one parallel launch per
 step, no intermediate.  ``Wₕ`` is packed once at compile time
-(:func:`pack_weight`) so that each task streams its columns contiguously.  The step ``t`` is a scalar argument (a ``prim_value``),
-so every step of a layer calls the same kernel on the whole ``GI``.
+(:func:`pack_weight`) so that each task streams its columns contiguously.
+The step ``t`` is a scalar argument (a ``prim_value``), so every step of a
+layer calls the same kernel on the whole ``GI``.
 
 >>> import numpy as np, tvm
 >>> f = gru_cell_primfunc(batch=1, hidden=8, steps=2)
@@ -36,7 +37,8 @@ import numpy as np
 
 from tvm_ext.compile_steps.placement import ATTR_MEMBERS, op_id
 
-__all__ = ["gru_cell_primfunc", "pack_weight", "fuse_gru_cells", "FuseGRUCells", "GRUCell", "hidden_block"]
+__all__ = ["gru_cell_primfunc", "pack_weight", "fuse_gru_cells", "match_cell", "FuseGRUCells", "GRUCell",
+           "hidden_block"]
 
 #: Ops of the frontend's cell that the kernel replaces (its ``tvm_ext.members``).
 MEMBERS = ["matmul", "add", "reshape", "split", "add", "sigmoid", "add", "sigmoid", "multiply", "add", "tanh",
