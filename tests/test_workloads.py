@@ -228,6 +228,19 @@ def test_sampled_block_fill_is_within_its_bound_of_the_exact_fill(name, make):
             assert 0.0 <= est.bound[key] < 1.0
 
 
+@pytest.mark.parametrize("make", [lambda: uniform_random(997, 1003, 0.01, seed=5),
+                                  lambda: block_fem(301, 3, 3, seed=6), lambda: sp.csr_array((37, 41))])
+def test_block_fill_counted_on_every_block_row_equals_the_exact_fill(make):
+    # fraction=1 reads every block row through the sampled counting path; row counts not divisible by R
+    A = canonical_csr(make())
+    exact = block_fill(A, 8, 8)
+    est = estimate_block_fill(A, exact_below=0, fraction=1.0)
+    assert est.exact and set(est.fraction.values()) == {1.0}
+    for key, value in est.fill.items():
+        assert value == pytest.approx(exact[key], rel=1e-12), key
+        assert est.bound[key] == 0.0
+
+
 def test_block_fill_estimate_is_exact_below_the_threshold_and_in_matrix_stats():
     A = lap2d(40)
     est = estimate_block_fill(A)

@@ -121,34 +121,68 @@ class BlockFillEstimate:
     exact: bool = True
 
 
-def _ragged_positions(indptr: np.ndarray, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """CSR positions of every entry of ``rows`` (in order) and each entry's index into ``rows``."""
-    starts = indptr[rows].astype(np.int64)
-    lens = indptr[rows + 1].astype(np.int64) - starts
-    total = int(lens.sum())
-    owner = np.repeat(np.arange(rows.size, dtype=np.int64), lens)
-    first = np.cumsum(lens) - lens
-    pos = np.arange(total, dtype=np.int64) - first[owner] + starts[owner]
-    return pos, owner
+def _sampled_block_counts(indptr: np.ndarray, indices: np.ndarray, picked: np.ndarray, r: int, m: int,
+                          n_cols: int, widths: Sequence[int]) -> np.ndarray:
+    """Occupied R x C blocks of each block row in ``picked`` (sorted), one row per C in ``widths``.
 
-
-def _mean_deviation(y: np.ndarray, width: float, n_pop: int, delta: float) -> float:
-    """Half-width ``eps`` with ``P(|mean(y) - population mean| > eps) <= delta``.
-
-    ``y`` is a sample drawn without replacement from ``n_pop`` values in
-    ``[0, width]``.  The smaller of Hoeffding-Serfling's bound (Serfling 1974)
-    and the empirical Bernstein bound (Maurer & Pontil 2009), each at
-    ``delta / 2``: the first is tight for spread-out values, the second when
-    the sample varies little.
+    A block row is the contiguous CSR range ``indptr[i*R] : indptr[i*R + R]``,
+    so the sample is gathered by one ragged index.  For R > 1 one stable sort
+    by (block row, column) merges the R sorted rows and drops repeated
+    columns; in that order a new block starts where ``col // C`` or the block
+    row changes, for every C at once (a ``(len(widths), nnz)`` array), and a
+    prefix sum at the block-row boundaries gives the per-row counts.
     """
-    n = y.size
+    n = picked.size
+    first = picked * r
+    starts = indptr[first]
+    lens = indptr[np.minimum(first + r, m)] - starts
+    seg = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(lens, out=seg[1:])
+    total = int(seg[-1])
+    if total == 0:
+        return np.zeros((len(widths), n), dtype=np.int64)
+    pos = np.arange(total, dtype=np.int64)
+    pos += np.repeat(starts - seg[:-1], lens)
+    cols = indices[pos]
+    if r > 1:
+        keys = np.repeat(np.arange(n, dtype=np.int64) * n_cols, lens)
+        keys += cols
+        keys.sort(kind="stable")  # R sorted runs per block row: near-linear merge
+        keep = np.empty(keys.size, dtype=bool)
+        keep[:1] = True
+        np.not_equal(keys[1:], keys[:-1], out=keep[1:])
+        keys = keys[keep]  # distinct (block row, column) pairs, in order
+        owner = keys // n_cols
+        cols = keys - owner * n_cols
+        seg = np.searchsorted(owner, np.arange(n + 1, dtype=np.int64))
+    cols = cols.astype(np.int32, copy=False)
+    w = np.asarray(widths, dtype=np.int32)[:, None]
+    bc = cols[None, :] // w
+    new = np.empty(bc.shape, dtype=bool)
+    new[:, :1] = True
+    np.not_equal(bc[:, 1:], bc[:, :-1], out=new[:, 1:])
+    row_first = seg[:-1][seg[1:] > seg[:-1]]
+    new[:, row_first] = True  # the first entry of every non-empty block row opens a block
+    csum = np.zeros((len(widths), new.shape[1] + 1), dtype=np.int64)
+    np.cumsum(new, axis=1, out=csum[:, 1:])
+    return csum[:, seg[1:]] - csum[:, seg[:-1]]
+
+
+def _mean_deviation(n: int, var: float, width: float, n_pop: int, delta: float) -> float:
+    """Half-width ``eps`` with ``P(|sample mean - population mean| > eps) <= delta``.
+
+    The sample (size ``n``, unbiased variance ``var``) is drawn without
+    replacement from ``n_pop`` values in ``[0, width]``.  The smaller of
+    Hoeffding-Serfling's bound (Serfling 1974) and the empirical Bernstein
+    bound (Maurer & Pontil 2009), each at ``delta / 2``: the first is tight
+    for spread-out values, the second when the sample varies little.
+    """
     if n >= n_pop or width <= 0:
         return 0.0
     log_term = math.log(4.0 / delta)
     hoeffding = width * math.sqrt((1.0 - (n - 1) / n_pop) * log_term / (2.0 * n))
     if n < 2:
         return hoeffding
-    var = float(y.var(ddof=1))
     bernstein = math.sqrt(2.0 * var * log_term / n) + 7.0 * width * log_term / (3.0 * (n - 1))
     return min(hoeffding, bernstein)
 
@@ -195,36 +229,33 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     frac: dict[str, float] = {}
     exact = True
     indptr = A.indptr.astype(np.int64)
+    widths = np.asarray(sizes, dtype=np.int64)
     for r in sizes:
         n_br = -(-m // r)
-        starts = np.arange(0, m, r)
-        nz_br = indptr[np.minimum(starts + r, m)] - indptr[starts] if r > 1 else lengths  # nnz per block row
-        hist = np.bincount(nz_br)
+        nz_br = np.diff(np.append(indptr[::r], indptr[m]) if m % r else indptr[::r]) if r > 1 else lengths
+        hist = np.bincount(nz_br)  # nz_br: non-zeros per block row
         nz_vals = np.flatnonzero(hist)  # distinct block-row sizes and how often they occur
         nz_counts = hist[nz_vals]
         n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
         picked = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
-        rows = (picked[:, None] * r + np.arange(r)[None, :]).ravel()
-        rows = rows[rows < m]
-        pos, owner = _ragged_positions(A.indptr, rows)
-        local_br = (owner // r) if r > 1 else owner  # index into `picked`
-        counts = _blocks_per_block_row(local_br, A.indices[pos], n, r == 1, sizes)
-        nz_picked = nz_br[picked]
+        counts = _sampled_block_counts(indptr, A.indices, picked, r, m, k, sizes)
         exact &= n == n_br
-        for c in sizes:
+        # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or block
+        # column at most; the population sums come from the histogram of block-row sizes
+        y = counts - (-(-nz_br[picked][None, :] // (r * widths[:, None])))
+        y_mean = y.mean(axis=1)
+        y_var = y.var(axis=1, ddof=1) if n > 1 else np.zeros(len(sizes))
+        for j, c in enumerate(sizes):
             key = f"{r}x{c}"
             frac[key] = n / n_br
-            # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or
-            # block column at most; the population sums come from the histogram of block-row sizes
             lo_v, hi_v = -(-nz_vals // (r * c)), np.minimum(nz_vals, -(-k // c))
             total_lo, total_hi = int(nz_counts @ lo_v), int(nz_counts @ hi_v)
-            y = counts[c] - (-(-nz_picked // (r * c)))
-            blocks = min(max(total_lo + n_br * float(y.mean()), total_lo), total_hi)
+            blocks = min(max(total_lo + n_br * float(y_mean[j]), total_lo), total_hi)
             if blocks <= 0:
                 fill[key], bound[key] = 0.0, 0.0
                 continue
             fill[key] = A.nnz / (blocks * r * c)
-            eps = n_br * _mean_deviation(y, float((hi_v - lo_v).max()), n_br, delta)
+            eps = n_br * _mean_deviation(n, float(y_var[j]), float((hi_v - lo_v).max()), n_br, delta)
             fewest, most = max(blocks - eps, total_lo, 1e-300), min(blocks + eps, total_hi)
             bound[key] = max(A.nnz / (fewest * r * c) - fill[key], fill[key] - A.nnz / (most * r * c))
     return BlockFillEstimate(fill, bound, frac, confidence, exact)
