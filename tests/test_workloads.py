@@ -161,6 +161,16 @@ def test_canonical_csr_rejects_bad_input():
         canonical_csr(sp.csr_array(np.eye(2)), dtype="int32")
 
 
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_canonical_csr_finite_check_survives_overflowing_sums_and_cancelling_infinities(dtype):
+    top = np.finfo(dtype).max
+    big = sp.csr_array(np.array([[top, top, 0.0, -top]], dtype=dtype))  # finite values whose sum overflows
+    assert canonical_csr(big).nnz == 3
+    for bad, col in (([np.inf, -np.inf, 1.0], 0), ([1.0, top, np.nan], 2), ([top, -np.inf, 2.0], 1)):
+        with pytest.raises(InputError, match=rf"non-finite value \S+ at \(0, {col}\)"):
+            canonical_csr(sp.csr_array(np.array([bad], dtype=dtype)))
+
+
 def test_canonical_csr_rejects_int32_overflow():
     big = sp.csr_array((2**31, 1), dtype=np.float64)
     with pytest.raises(InputError, match="overflows the int32"):

@@ -78,11 +78,20 @@ def canonical_csr(
         C.indptr = C.indptr.astype(INDEX_DTYPE, copy=False)
         C.indices = C.indices.astype(INDEX_DTYPE, copy=False)
         C.data = C.data.astype(out_dtype, copy=False)
-    if not allow_nan and C.nnz and not np.isfinite(C.data).all():
+    if not allow_nan and C.nnz and not _all_finite(C.data):
         bad = int(np.flatnonzero(~np.isfinite(C.data))[0])
         row = int(np.searchsorted(C.indptr, bad, side="right") - 1)
         raise InputError(f"{what}: non-finite value {C.data[bad]} at ({row}, {int(C.indices[bad])})")
     return C
+
+
+def _all_finite(values: np.ndarray) -> bool:
+    """Whether every value is finite: one sum (NaN and +-Inf survive it), and the
+    element-wise test only when that sum is not finite (overflow or a bad value)."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        if np.isfinite(values.sum()):
+            return True
+    return bool(np.isfinite(values).all())
 
 
 def _already_canonical(A, dtype: np.dtype) -> bool:
