@@ -6,7 +6,9 @@ C_out, alpha, beta)`` and computes ``C_out = alpha * A @ B + beta * C_in``.
 
 * :func:`naive_primfunc`: the nest as written (every guard kept, each placed
   at the shallowest loop that binds its variables); executable for any state
-  of a recipe, make-dense without compaction included.
+  of a recipe, make-dense without compaction included.  A row-outermost nest
+  keeps its row loop outside a spatial block (the row's only writer), so
+  ``tvm.s_tir.Schedule`` can split, reorder, unroll and parallelise it.
 * :func:`row_tile_primfunc`: the nest whose outermost loop is the output row,
   with the micro-kernel schedule of :class:`~.schedule.MicroKernel`: rows in
   ``T.parallel`` parts, one ``T.sblock`` per (row, column tile), the tile's
@@ -205,16 +207,23 @@ def naive_primfunc(nest: SparseNest):
     at every guarded iteration.
     """
     name = "recipe_" + nest.kind
+    found = row_structure(nest)
     with _Func(nest, name) as f:
+        T = f.T
         M = nest.sizes["M"]
-        with f.loop("serial", 0, M, "r") as r:
+
+        def scale_row(vr):
             def scale(col):
-                f.store(f.C_out, f.beta * f.c(f.C_in, r, col), [r, col] if col is not None else [r])
+                f.store(f.C_out, f.beta * f.c(f.C_in, vr, col), [vr, col] if col is not None else [vr])
             if nest.kind == "spmm":
                 with f.loop("serial", 0, f.N, "n") as n:
                     scale(n)
             else:
                 scale(None)
+        if found is None or found[1] != 1:
+            with f.loop("serial", 0, M, "r") as r:
+                with T.sblock("scale"):
+                    scale_row(T.axis.spatial(M, r))
 
         def body(vmap):
             row, col, val = (subst(e, vmap) for e in (nest.row, nest.col, nest.value))
@@ -227,7 +236,25 @@ def naive_primfunc(nest: SparseNest):
                     upd(n)
             else:
                 upd(None)
-        _emit_levels(f, nest.levels, simplify_guards(nest, nest.guards), {}, body)
+        guards = simplify_guards(nest, nest.guards)
+        if found is not None and found[1] == 1:
+            # the row loop outside a spatial block "row": tvm.s_tir.Schedule can split,
+            # reorder, unroll and parallelise it
+            lv = nest.levels[0]
+            with f.loop("serial", lv.lo, lv.hi, lv.name) as i:
+                with T.sblock("row"):
+                    vi = T.axis.spatial(M, i)
+                    f.IRBuilder.name("vi", vi)
+                    # the row block is the only writer of its row; its own partial sums are
+                    # not an input (what makes the row loop parallel for s_tir.Schedule)
+                    row_cols = (vi, slice(0, f.N)) if nest.kind == "spmm" else (slice(vi, vi + 1),)
+                    T.reads(*[b[tuple(slice(0, e) for e in b.shape)] for b in nest.buffers.values()],
+                            f.B[tuple(slice(0, e) for e in f.B.shape)], f.C_in[row_cols])
+                    T.writes(f.C_out[row_cols])
+                    scale_row(vi)
+                    _emit_levels(f, nest.levels[1:], guards, {lv.var: vi}, body)
+        else:
+            _emit_levels(f, nest.levels, guards, {}, body)
     return f.get()
 
 
