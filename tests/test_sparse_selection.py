@@ -7,9 +7,10 @@ import numpy as np
 import pytest
 
 from schedules.sparse.selection import (
-    FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _close_candidates, _hyb_width, _row_block, _sell_slots,
-    get_default_selector, measure_close_candidates, select_format, set_default_selector, sparse_features,
+    FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots, get_default_selector,
+    select_format, set_default_selector, sparse_features,
 )
+from schedules.sparse.timed_choice import _close_candidates, _row_block, measure_close_candidates
 from tvm_ext.workloads import block_fem, lap2d, rmat, uniform_random
 
 
@@ -313,7 +314,7 @@ def test_row_vectorised_spmv_and_blocks_agree_with_measurement():
 
 def test_the_timed_block_keeps_the_matrix_block_alignment():
     from schedules.sparse.inspectors import to_bcsr
-    from schedules.sparse.selection import BLOCK_ALIGN, _window
+    from schedules.sparse.timed_choice import BLOCK_ALIGN, _window
 
     A = block_fem(3000, 3, 3, seed=4)  # dense 3 x 3 blocks
     a, b = _row_block(A, 20_000, 1000)

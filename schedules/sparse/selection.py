@@ -47,14 +47,11 @@ until then the analytic model decides.
 from __future__ import annotations
 
 import importlib
-import math
 import os
-import time
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Protocol
 
 import numpy as np
-import scipy.sparse as sp
 
 from tvm_ext.workloads import canonical_csr, matrix_stats, row_lengths
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, estimate_block_fill
@@ -64,7 +61,6 @@ __all__ = [
     "Candidate",
     "Choice",
     "Measurement",
-    "measure_close_candidates",
     "Selector",
     "AnalyticCostModel",
     "select_format",
@@ -527,161 +523,13 @@ MEASURE_ROW_FRACTION = 0.05
 #: The format that is never far from the best (no padding, no per-slot branches): a choice
 #: of any other format is timed against it.
 BASELINE_FORMATS = ("csr",)
-#: The model's choice stays unless a timed candidate beats it by more than this share:
-#: a block run of ~100 us carries a few percent of timing noise, and a format the model
-#: prefers by its bytes should not lose to a candidate it only ties with.
-MEASURE_OVERRIDE = 0.05
-
-
-def _close_candidates(choice: Choice, margin: float, top_k: int) -> list[Candidate]:
-    """Candidates to time: the choice, others scored within ``margin`` of it, and a baseline.
-
-    Up to ``top_k`` in all.  When the choice is not a :data:`BASELINE_FORMATS`
-    format, the best-scored baseline takes one of the places, so a model
-    that misjudges DIA or a block shape by far is still caught.
-    """
-    scores = dict(choice.scored)
-    best = scores.get(choice.candidate)
-    if best is None or best <= 0 or top_k < 2:
-        return [choice.candidate]
-    others = sorted(((v, c) for c, v in choice.scored if c != choice.candidate), key=lambda vc: vc[0])
-    close = [c for v, c in others if v <= best * (1.0 + margin)]
-    baseline = next((c for _, c in others if c.format in BASELINE_FORMATS), None)
-    picked = close[:top_k - 1]
-    if choice.candidate.format in BASELINE_FORMATS or baseline is None or baseline in picked:
-        return [choice.candidate] + picked
-    return [choice.candidate] + close[:top_k - 2] + [baseline]
-
-
-#: The timed block starts on a row and a column that are multiples of this (every R and C of
-#: the selector's block shapes divides it), so a BCSR candidate's blocks on the block are the
-#: matrix's own: a block starting one row into the matrix's 3 x 3 blocks splits every one of
-#: them in two, and BCSR 3x3 then timed slower than CSR on a matrix of dense 3 x 3 blocks.
-BLOCK_ALIGN = math.lcm(*SELECTOR_BLOCK_SIZES)
-
-
-def _row_block(csr: Any, max_nnz: int, max_rows: int | None = None) -> tuple[int, int]:
-    """Rows ``[a, b)`` from the middle of ``csr``: about ``max_nnz`` non-zeros and at most ``max_rows`` rows.
-
-    All rows when the matrix is within both; ``a`` is a multiple of :data:`BLOCK_ALIGN`.
-    """
-    m, nnz = csr.shape[0], csr.nnz
-    max_rows = m if max_rows is None else max(int(max_rows), 1)
-    if nnz <= max_nnz and m <= max_rows:
-        return 0, m
-    if nnz <= max_nnz:  # only the row cap binds: the middle rows
-        first = (m - max_rows) // 2
-    else:
-        first = max(int(np.searchsorted(csr.indptr, (nnz - max_nnz) // 2, side="right")) - 1, 0)
-    first -= first % BLOCK_ALIGN
-    last = int(np.searchsorted(csr.indptr, csr.indptr[first] + max_nnz, side="left"))
-    return first, min(max(last, first + 1), first + max_rows, m)
-
-
-def _window(csr: Any, a: int, b: int) -> Any:
-    """Rows ``[a, b)`` restricted to the columns they touch (a band for FEM matrices), as a CSR;
-    the first column kept is a multiple of :data:`BLOCK_ALIGN`."""
-    if (a, b) == (0, csr.shape[0]):
-        return csr
-    lo, hi = int(csr.indptr[a]), int(csr.indptr[b])
-    cols = csr.indices[lo:hi]
-    c0, c1 = (int(cols.min()), int(cols.max()) + 1) if cols.size else (0, 1)
-    c0 -= c0 % BLOCK_ALIGN
-    return sp.csr_array((csr.data[lo:hi], cols - c0, csr.indptr[a:b + 1] - lo), shape=(b - a, c1 - c0))
-
-
-def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
-                             top_k: int = 3, max_nnz: int = MEASURE_NNZ,
-                             max_row_fraction: float = 1.0, repeat: int = 5,
-                             override: float = MEASURE_OVERRIDE, target: Any = None) -> Choice:
-    """Time the choice against close candidates and a baseline; keep one that clearly wins.
-
-    Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
-    those scored within ``margin`` of it, CSR when the choice is
-    not CSR) are built on a contiguous block of about ``max_nnz`` non-zeros
-    (and at most ``max_row_fraction`` of the rows) from the middle of the
-    matrix, restricted to the columns it touches (the whole matrix when
-    smaller; executors take any size, so the kernels come from the cache),
-    and run ``repeat`` times at ``n_cols`` columns, taking turns.  The model's
-    choice stays unless another beats it by more than ``override`` in the
-    median of the rounds' paired ratios (:attr:`Measurement.chosen`).
-    The whole cost (block inspectors, builds, runs) is in the measurement's
-    ``spent_seconds``.  Returns ``choice`` unchanged when there is nothing
-    to compare, else a :class:`Choice` naming the kept candidate, with the
-    :class:`Measurement`.
-
-    >>> from tvm_ext.workloads import lap2d
-    >>> A = lap2d(30)
-    >>> c = measure_close_candidates(A, 8, select_format(A, 8), margin=10.0, top_k=2)
-    >>> len(c.measurement.seconds), c.candidate.label == c.measurement.chosen
-    (2, True)
-    """
-    from schedules.sparse.executors import build_executor
-    from schedules.sparse.inspectors import INSPECTORS
-
-    cands = _close_candidates(choice, margin, top_k)
-    if len(cands) < 2:
-        return choice
-    t0 = time.perf_counter()
-    a, b = _row_block(csr, max_nnz, int(np.ceil(max_row_fraction * csr.shape[0])))
-    block = _window(csr, a, b)
-    rng = np.random.default_rng(0)
-    B = rng.uniform(-1.0, 1.0, (block.shape[1], n_cols) if n_cols > 1 else block.shape[1]).astype(csr.dtype)
-    kind = "spmv" if n_cols == 1 else "spmm"
-    failed: dict[str, str] = {}
-    exes = {}
-    for cand in cands:
-        try:
-            exes[cand.label] = build_executor(INSPECTORS[cand.format](block, **cand.args), n_cols, kind=kind,
-                                              target=target)
-        except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
-            failed[cand.label] = f"{type(err).__name__}: {err}"
-    if not exes:
-        return choice
-    runs = _interleaved_runs(exes, B, repeat)
-    seconds = {label: min(t) for label, t in runs.items()}
-    mine = runs.get(choice.candidate.label)
-    ratios = {} if mine is None else {
-        label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
-    best = dict(choice.scored).get(choice.candidate)
-    far = tuple(c.label for c, v in choice.scored
-                if c.label in runs and best and v > best * (1.0 + margin) and c != choice.candidate)
-    meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
-                       time.perf_counter() - t0, override, ratios, far)
-    picked = next(c for c in cands if c.label == meas.chosen)
-    if picked == choice.candidate:
-        kept = "" if meas.fastest == picked.label else f" (within {override:.0%} of the fastest)"
-        reason = f"{choice.reason}; confirmed by timing{kept}: {meas.describe()}"
-    else:
-        reason = (f"{picked.label}: fastest when timed, over the {choice.selector} model's "
-                  f"{choice.candidate.label} ({choice.reason}); {meas.describe()}")
-    return replace(choice, candidate=picked, reason=reason, measurement=meas)
-
-
-def _interleaved_runs(exes: dict[str, Any], B: np.ndarray, rounds: int) -> dict[str, list[float]]:
-    """Seconds of ``rounds`` calls per executor, the executors taking turns in every round.
-
-    Taking turns spreads a burst of other load over every candidate alike (timing one
-    candidate's runs back to back would hand the burst to one of them); a round's
-    times are compared with each other (:attr:`Measurement.ratios`).
-    """
-    outs = {label: np.empty(exe.shape[:1] + B.shape[1:], B.dtype) for label, exe in exes.items()}
-    runs: dict[str, list[float]] = {label: [] for label in exes}
-    for _ in range(max(int(rounds), 1)):
-        for label, exe in exes.items():
-            t0 = time.perf_counter()
-            exe(B, out=outs[label])
-            runs[label].append(time.perf_counter() - t0)
-    return runs
-
-
 def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
                   features: dict[str, Any] | None = None, measure: bool | None = False,
                   margin: float = 0.15) -> Choice:
     """Pick a representation for ``A @ B`` with ``B`` of ``n_cols`` columns.
 
     ``measure``: time the choice against the candidates scored within
-    ``margin`` of it and the CSR baseline (:func:`measure_close_candidates`,
+    ``margin`` of it and the CSR baseline (:func:`~schedules.sparse.timed_choice.measure_close_candidates`,
     on a block of at most :data:`MEASURE_NNZ` non-zeros and, on larger
     matrices, :data:`MEASURE_ROW_FRACTION` of the rows) and keep the fastest; ``None``
     does so on matrices of :data:`MEASURE_MIN_NNZ` non-zeros or more.
@@ -698,6 +546,8 @@ def select_format(A: Any, n_cols: int, *, selector: Selector | None = None,
     if measure is None:
         measure = feats["nnz"] >= MEASURE_MIN_NNZ
     if measure:
+        from schedules.sparse.timed_choice import measure_close_candidates  # it times executors built on this module
+
         choice = measure_close_candidates(canonical_csr(A, allow_nan=True), int(n_cols), choice, margin=margin,
                                           max_row_fraction=MEASURE_ROW_FRACTION if feats["nnz"] > MEASURE_NNZ
                                           else 1.0)
