@@ -25,6 +25,6 @@ def test_models_bench_quick_writes_rows_with_peers_and_overhead(tmp_path, monkey
     r = rows[0]
     assert r["max_rel_err"] < 1e-4  # checked against ONNX Runtime on the same graph
     assert r["ours_ms"] > 0 and r["ours_vm_ms"] > 0 and r["ort_ms"] > 0 and r["torch_ms"] > 0
-    assert r["overhead_us"] == pytest.approx(1e3 * (r["ours_ms"] - r["ours_vm_ms"]))
+    assert abs(r["overhead_us"]) < 1e3 * r["ours_ms"]  # model(x) over the VM called on prepared tensors
     assert r["aligned_copies"] == 0 and r["ours_unaligned_ms"] > 0  # aligned inputs: no copy at the call
     assert "ours/ORT" in out and "call overhead" in out and "MetaSchedule baseline: not run" in out
