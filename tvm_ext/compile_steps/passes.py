@@ -136,7 +136,7 @@ def OffloadSparseMatmuls(target: Any = None, *, to_sextans: bool = False, engine
             if rw.kernel is not None:
                 rec = kernels.setdefault(rw.symbol, {"name": rw.symbol, "target": where, "schedule": rw.where,
                                                      "detail": detail, "ops": []})
-                rec["ops"] += [lbl.split("(")[0] for lbl in rw.ops]
+                rec["ops"] += rw.op_names
         return pl.add_kernels(new, list(kernels.values())) if kernels else new
 
     return run

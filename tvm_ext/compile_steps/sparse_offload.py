@@ -73,6 +73,7 @@ class SparseRewrite:
     kernel: Any = None  # the GlobalVar of the embedded TIR kernel (llvm placements)
     fallback: str = ""  # why a preferred placement was not used
     matrix: Any = None  # the sparse constant (CSR), kept for Sextans' tuning records
+    op_names: list[str] = field(default_factory=lambda: ["matmul"])  # the Relax ops replaced, one per ``ops``
 
     @property
     def density(self) -> float:
@@ -183,7 +184,7 @@ def _make_mutator():
                                                         ("output", (A.shape[0], n))]
                      + [("value", v) for v in scalars] + [("value", 1.0), ("value", 0.0)])
             digest = _digest(A, plan.label, n)
-            out, gv = self._embed(func, roles, f"sparse_{fmt.name}", digest, [label.split("(")[0]])
+            out, gv = self._embed(func, roles, f"sparse_{fmt.name}", digest, ["matmul"])
             self.rewrites.append(SparseRewrite("sparse-executor", gv.name_hint, A.shape, int(A.nnz), n,
                                                f"{plan.label} executor ({plan.choice.reason})", [label],
                                                [self._id], gv, fallback))
@@ -240,7 +241,7 @@ def _make_mutator():
             self.rewrites.append(SparseRewrite(
                 "gcn-fused", gv.name_hint, A.shape, int(A.nnz), ws[1],
                 f"GOGETA-fused GCN layer (A·X)·W, steps {layer.steps}", [inner_label, label],
-                [op_id(inner), self._id], gv))
+                [op_id(inner), self._id], gv, op_names=["matmul", "matmul"]))
             return out
 
     return _SparseMatmuls
