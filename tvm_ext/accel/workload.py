@@ -319,14 +319,7 @@ class Workload:
         Padding is a negative view offset: the input is read through a zero border.
         """
         X, W = self._ref(x), self._ref(w)
-        if len(X.shape) != 4 or len(W.shape) != 4:
-            raise ShapeError(f"conv2d: input and weight must be 4-D, got {X.shape} and {W.shape}")
-        if layout not in ("NCHW", "NHWC"):
-            raise InputError(f"conv2d: layout must be NCHW or NHWC, got {layout!r}")
-        sh, sw = (int(s) for s in strides)
-        pt, pl, pb, pr = (int(p) for p in padding)
-        if sh < 1 or sw < 1 or min(pt, pl, pb, pr) < 0:
-            raise InputError(f"conv2d: strides must be >= 1 and padding >= 0, got {strides}, {padding}")
+        sh, sw, pt, pl, pb, pr = _window_args("conv2d", X, W, strides, padding, layout)
         if layout == "NCHW":
             n, ci, h, wd = X.shape
             co, ci2, kh, kw = W.shape
@@ -335,10 +328,7 @@ class Workload:
             kh, kw, ci2, co = W.shape
         if ci != ci2:
             raise ShapeError(f"conv2d: input has {ci} channels, weight expects {ci2} (groups are not supported)")
-        oh, ow = (h + pt + pb - kh) // sh + 1, (wd + pl + pr - kw) // sw + 1
-        if oh < 1 or ow < 1:
-            raise ShapeError(f"conv2d: kernel {kh}x{kw} does not fit the padded {h}x{wd} input")
-        hi, wi = f"{sh}*oh+kh" if sh > 1 else "oh+kh", f"{sw}*ow+kw" if sw > 1 else "ow+kw"
+        oh, ow, hi, wi = _output_window("conv2d", (h, wd), (kh, kw), (sh, sw), (pt, pl, pb, pr))
         if layout == "NCHW":
             c_idx, a_idx, w_idx, shape = "[n][co][oh][ow]", f"[n][ci][{hi}][{wi}]", "[co][ci][kh][kw]", (n, co, oh, ow)
             off = (X.offset[0], X.offset[1], X.offset[2] - pt, X.offset[3] - pl)
@@ -368,14 +358,7 @@ class Workload:
         (1, 4, 8, 8)
         """
         X, W = self._ref(x), self._ref(w)
-        if len(X.shape) != 4 or len(W.shape) != 4:
-            raise ShapeError(f"depthwise_conv2d: input and weight must be 4-D, got {X.shape} and {W.shape}")
-        if layout not in ("NCHW", "NHWC"):
-            raise InputError(f"depthwise_conv2d: layout must be NCHW or NHWC, got {layout!r}")
-        sh, sw = (int(s) for s in strides)
-        pt, pl, pb, pr = (int(p) for p in padding)
-        if sh < 1 or sw < 1 or min(pt, pl, pb, pr) < 0:
-            raise InputError(f"depthwise_conv2d: strides must be >= 1 and padding >= 0, got {strides}, {padding}")
+        sh, sw, pt, pl, pb, pr = _window_args("depthwise_conv2d", X, W, strides, padding, layout)
         if layout == "NCHW":
             n, c, h, wd = X.shape
             c2, one, kh, kw = W.shape
@@ -385,10 +368,7 @@ class Workload:
         if c != c2 or one != 1:
             raise ShapeError(f"depthwise_conv2d: input has {c} channels, weight {W.shape} must be "
                              f"{'(C, 1, KH, KW)' if layout == 'NCHW' else '(KH, KW, 1, C)'} with C = {c}")
-        oh, ow = (h + pt + pb - kh) // sh + 1, (wd + pl + pr - kw) // sw + 1
-        if oh < 1 or ow < 1:
-            raise ShapeError(f"depthwise_conv2d: kernel {kh}x{kw} does not fit the padded {h}x{wd} input")
-        hi, wi = f"{sh}*oh+kh" if sh > 1 else "oh+kh", f"{sw}*ow+kw" if sw > 1 else "ow+kw"
+        oh, ow, hi, wi = _output_window("depthwise_conv2d", (h, wd), (kh, kw), (sh, sw), (pt, pl, pb, pr))
         if layout == "NCHW":
             c_idx, a_idx, w_idx, shape = "[n][c][oh][ow]", f"[n][c][{hi}][{wi}]", "[c][0][kh][kw]", (n, c, oh, ow)
             off = (X.offset[0], X.offset[1], X.offset[2] - pt, X.offset[3] - pl)
@@ -449,6 +429,32 @@ class Workload:
             s = scale / np.sqrt(t.shape[0]) if t.role == "weight" and len(t.shape) == 2 else scale
             out[n] = rng.uniform(-s, s, t.shape).astype(np.float32)
         return out
+
+
+def _window_args(name: str, X: Any, W: Any, strides: Sequence[int], padding: Sequence[int],
+                 layout: str) -> tuple[int, int, int, int, int, int]:
+    """A convolution's checked ``(sh, sw, top, left, bottom, right)``: 4-D operands, a known layout,
+    strides >= 1 and padding >= 0, else one error naming ``name``."""
+    if len(X.shape) != 4 or len(W.shape) != 4:
+        raise ShapeError(f"{name}: input and weight must be 4-D, got {X.shape} and {W.shape}")
+    if layout not in ("NCHW", "NHWC"):
+        raise InputError(f"{name}: layout must be NCHW or NHWC, got {layout!r}")
+    sh, sw = (int(s) for s in strides)
+    pt, pl, pb, pr = (int(p) for p in padding)
+    if sh < 1 or sw < 1 or min(pt, pl, pb, pr) < 0:
+        raise InputError(f"{name}: strides must be >= 1 and padding >= 0, got {strides}, {padding}")
+    return sh, sw, pt, pl, pb, pr
+
+
+def _output_window(name: str, hw: tuple[int, int], khw: tuple[int, int], stride: tuple[int, int],
+                   pad: tuple[int, int, int, int]) -> tuple[int, int, str, str]:
+    """Output height and width of a strided window over the padded input, and the input row and
+    column index expressions (``oh+kh``, ``2*oh+kh``, ...) in the ISAMIR text."""
+    (h, wd), (kh, kw), (sh, sw), (pt, pl, pb, pr) = hw, khw, stride, pad
+    oh, ow = (h + pt + pb - kh) // sh + 1, (wd + pl + pr - kw) // sw + 1
+    if oh < 1 or ow < 1:
+        raise ShapeError(f"{name}: kernel {kh}x{kw} does not fit the padded {h}x{wd} input")
+    return oh, ow, f"{sh}*oh+kh" if sh > 1 else "oh+kh", f"{sw}*ow+kw" if sw > 1 else "ow+kw"
 
 
 def _axes(shape: tuple[int, ...]) -> tuple[str, str, dict[str, int]]:
