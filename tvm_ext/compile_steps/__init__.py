@@ -5,6 +5,7 @@
 * :mod:`.ops`: how an op of the imported model is named in the report;
 * :mod:`.sparse_offload`: constant mostly-zero matmul operands -> sparse kernels;
 * :mod:`.llvm_schedule`: tuning records, tensorize or the default schedule per PrimFunc;
+* :mod:`.depthwise_schedule`: NHWC depthwise convolutions vectorised over channels (a measured candidate);
 * :mod:`.weight_prepack`: constant weights packed into the micro-kernels' panel layout at compile time;
 * :mod:`.engine_records`: Sextans and accelerator knob records applied to the offloaded parts;
 * :mod:`.constants`: a module's tensor constants lifted to parameters (for BYOC patterns);

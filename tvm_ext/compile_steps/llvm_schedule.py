@@ -50,7 +50,7 @@ class KernelSchedule:
     """How one llvm PrimFunc was scheduled, and why."""
 
     name: str
-    how: str  # "tuned" | "tensorized" | "default"
+    how: str  # "tuned" | "tensorized" | "depthwise" | "default"
     detail: str = ""
     reason: str = ""
     candidates: dict[str, float] = field(default_factory=dict)  # measured seconds per candidate
@@ -530,6 +530,18 @@ def schedule_primfunc(func, name: str, *, target: Any = None, db: Any = None,
     return result
 
 
+DEPTHWISE_DETAIL = "depthwise NHWC: channel vectors, window unrolled, rows parallel"
+
+
+def _depthwise_candidate(func, tgt):
+    """The :mod:`.depthwise_schedule` of ``func`` (a PrimFunc) or None when it is not a depthwise convolution."""
+    from tvm_ext.compile_steps.depthwise_schedule import depthwise_schedule
+    from tvm_ext.target import hardware_facts
+
+    sch = depthwise_schedule(func, hardware_facts(tgt).lanes("float32"))
+    return None if sch is None else sch.mod["main"]
+
+
 def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedule]:
     def done(sch_func, how: KernelSchedule):
         return sch_func.with_attr("tirx.is_scheduled", True), how
@@ -549,8 +561,19 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
             sch, emitted, why = tensorize_primfunc(func)
     except Exception as e:  # noqa: BLE001 - a TVM failure while mapping: keep the default schedule
         sch, emitted, why = None, [], f"tensorize failed ({type(e).__name__}: {str(e).splitlines()[0][:80]})"
-    if sch is None:
+    depthwise = _depthwise_candidate(func, tgt)
+    if sch is None and depthwise is None:
         return done(default, KernelSchedule(name, "default", reason=why))
+    if sch is None:  # only the depthwise rule: keep it if it beats the default schedule
+        try:
+            times = _measure_all({"depthwise": depthwise, "default": default}, tgt)
+        except Exception:  # noqa: BLE001 - cannot measure here: keep the default schedule
+            return done(default, KernelSchedule(name, "default", reason=why))
+        if times["depthwise"] < times["default"]:
+            return done(depthwise, KernelSchedule(
+                name, "depthwise", DEPTHWISE_DETAIL,
+                f"{times['default'] / times['depthwise']:.2f}x faster than the default schedule", times))
+        return done(default, KernelSchedule(name, "default", reason=why, candidates=times))
     variants = {"tensorized": (sch.mod["main"], "; ".join(emitted))}
     if tensorize == "always":
         return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1]))
@@ -564,6 +587,8 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
         if alt is not None and tvm_ffi_hash(alt.mod["main"]) not in seen:
             label = "tensorized " + ", ".join(f"{k}={v}" for k, v in knobs.items())
             variants[label] = (alt.mod["main"], "; ".join(alt_emitted))
+    if depthwise is not None:
+        variants["depthwise"] = (depthwise, DEPTHWISE_DETAIL)
     try:
         times = _measure_all({**{k: f for k, (f, _) in variants.items()}, "default": default}, tgt)
     except Exception as e:  # noqa: BLE001 - cannot measure here: trust the mapping
@@ -576,7 +601,7 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
             name, "default", variants[first][1],
             f"tensorized was slower ({times[first] * 1e6:.1f} us vs {times['default'] * 1e6:.1f} us)", times))
     return done(variants[best][0], KernelSchedule(
-        name, "tensorized", variants[best][1],
+        name, "depthwise" if best == "depthwise" else "tensorized", variants[best][1],
         f"{best}: {times['default'] / times[best]:.2f}x faster than the default schedule", times))
 
 
