@@ -40,10 +40,11 @@ def _run(func, x, wt, b, out_shape):
     return args[-1].numpy()
 
 
-@pytest.mark.parametrize("h,w,c,stride,lanes", [(12, 12, 32, 1, 8), (14, 14, 48, 2, 16), (9, 10, 24, 1, 16)])
-def test_depthwise_schedule_matches_torch(h, w, c, stride, lanes):
+@pytest.mark.parametrize("h,w,c,stride,lanes,registers", [
+    (12, 12, 32, 1, 8, 16), (14, 14, 48, 2, 16, 32), (9, 10, 24, 1, 16, 32), (28, 28, 16, 1, 16, 32)])
+def test_depthwise_schedule_matches_torch(h, w, c, stride, lanes, registers):
     func, (ho, wo) = _depthwise_bias_relu(h, w, c, stride)
-    sch = depthwise_schedule(func, lanes)
+    sch = depthwise_schedule(func, lanes, registers)
     assert sch is not None
     rng = np.random.default_rng(0)
     x = rng.standard_normal((1, h, w, c)).astype("float32")

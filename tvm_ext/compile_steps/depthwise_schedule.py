@@ -23,10 +23,19 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["depthwise_block", "depthwise_schedule"]
+__all__ = ["depthwise_block", "depthwise_schedule", "pixels_per_step"]
 
-#: Output pixels along a row that share one load of the weight vectors (register blocking).
-PIXELS_PER_STEP = 4
+def pixels_per_step(width: int, window: int, registers: int) -> int:
+    """Output pixels along a row that share one load of the weight vectors (register blocking).
+
+    The largest divisor of the row ``width`` whose accumulators fit in the vector ``registers``
+    beside the ``window`` weight vectors and one input vector.
+
+    >>> pixels_per_step(28, 9, 32), pixels_per_step(28, 9, 16), pixels_per_step(13, 9, 32)
+    (14, 4, 13)
+    """
+    room = max(1, registers - window - 1)
+    return max(p for p in range(1, min(width, room) + 1) if width % p == 0)
 
 
 def _ints(xs) -> list[int] | None:
@@ -71,10 +80,11 @@ def depthwise_block(sch) -> Any | None:
     return block
 
 
-def depthwise_schedule(func, lanes: int, threads: int | None = None):
+def depthwise_schedule(func, lanes: int, registers: int = 16):
     """A ``tvm.s_tir.Schedule`` of ``func`` with the depthwise schedule, or None when ``func`` is not one.
 
-    ``lanes``: float elements per vector register (:meth:`tvm_ext.target.HardwareFacts.lanes`).
+    ``lanes``: float elements per vector register (:meth:`tvm_ext.target.HardwareFacts.lanes`);
+    ``registers``: vector registers (:attr:`tvm_ext.target.HardwareFacts.vector_registers`).
 
     >>> depthwise_schedule(None, 8) is None
     True
@@ -108,7 +118,10 @@ def depthwise_schedule(func, lanes: int, threads: int | None = None):
         n, h, w, c = loops[:4]
         window = loops[4:]
         width = int(sch.get(w).extent)
-        px = next(p for p in (PIXELS_PER_STEP, 2, 1) if width % p == 0)
+        taps = 1
+        for lp in window:
+            taps *= int(sch.get(lp).extent)
+        px = pixels_per_step(width, taps, registers)
         wo, wi = sch.split(w, [None, px])
         co, ci = sch.split(c, [None, vec])
         sch.reorder(n, h, wo, co, *window, wi, ci)

@@ -538,7 +538,8 @@ def _depthwise_candidate(func, tgt):
     from tvm_ext.compile_steps.depthwise_schedule import depthwise_schedule
     from tvm_ext.target import hardware_facts
 
-    sch = depthwise_schedule(func, hardware_facts(tgt).lanes("float32"))
+    facts = hardware_facts(tgt)
+    sch = depthwise_schedule(func, facts.lanes("float32"), facts.vector_registers)
     return None if sch is None else sch.mod["main"]
 
 
