@@ -65,14 +65,15 @@ def _kernel_time(executor, b, x, mode: int) -> float:
 
 def executors(run: BenchRun, name: str, A: sp.csr_array) -> None:
     from schedules.sparse.triangular import (
-        FORWARD, SYMMETRIC, GaussSeidel, TriangularSolver, aligned_empty,
+        FORWARD, SYMMETRIC, GaussSeidel, TriangularSolver,
     )
+    from tvm_ext.zero_copy import empty_aligned
 
     n = A.shape[0]
     L = sp.csr_array(sp.tril(A))
-    b = aligned_empty(n, "float64")
+    b = empty_aligned(n, "float64")
     b[:] = np.random.default_rng(0).standard_normal(n)
-    x = aligned_empty(n, "float64")
+    x = empty_aligned(n, "float64")
     x[:] = 0.0
     row = {"matrix": name, "rows": n, "nnz": A.nnz}
     tri_level = TriangularSolver(L)

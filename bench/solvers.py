@@ -172,11 +172,12 @@ def _timed(fn) -> float:
 
 def _call(executor, n: int, mode: int):
     """A no-argument call of one ``mode`` sweep of ``executor`` on fixed vectors."""
-    from schedules.sparse.triangular import aligned_empty, wrap
+    from schedules.sparse.triangular import wrap
+    from tvm_ext.zero_copy import empty_aligned
 
-    b = aligned_empty(n, executor.dtype)
+    b = empty_aligned(n, executor.dtype)
     b[:] = np.random.default_rng(0).standard_normal(n)
-    x = aligned_empty(n, executor.dtype)
+    x = empty_aligned(n, executor.dtype)
     x[:] = 0.0
     bt, xt = wrap(b), wrap(x)
     return lambda: executor.run(bt, xt, mode, 1)

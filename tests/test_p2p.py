@@ -10,7 +10,8 @@ from hypothesis import strategies as st
 
 from schedules.sparse.level_sets import level_sets
 from schedules.sparse.p2p import P2PExecutor, p2p_schedule
-from schedules.sparse.triangular import FORWARD, GaussSeidel, TriangularSolver, wrap, aligned_empty
+from schedules.sparse.triangular import FORWARD, GaussSeidel, TriangularSolver, wrap
+from tvm_ext.zero_copy import empty_aligned
 from tvm_ext.errors import ConfigError
 from tvm_ext.workloads import lap2d, lap3d
 
@@ -91,9 +92,9 @@ def test_too_few_pool_threads_raise_instead_of_hanging():
     A = sp.csr_array(sp.tril(lap2d(30)))
     ps = p2p_schedule(level_sets(A), 8)
     ex = P2PExecutor(ps, what="test", timeout_ms=300)
-    b = aligned_empty(900, "float64")
+    b = empty_aligned(900, "float64")
     b[:] = 1.0
-    x = aligned_empty(900, "float64")
+    x = empty_aligned(900, "float64")
     try:
         ex.run(wrap(b), wrap(x), FORWARD, 1)
     except ConfigError as err:

@@ -54,11 +54,12 @@ import scipy.sparse as sp
 
 from schedules.sparse.level_sets import LevelSchedule, schedule_of_canonical
 from schedules.sparse.triangular import (
-    BACKWARD, FORWARD, SweepExecutor, _check_dtype, aligned_empty, check_vector, executor_segments,
+    BACKWARD, FORWARD, SweepExecutor, _check_dtype, check_vector, executor_segments,
     wrap,
 )
 from tvm_ext.errors import InputError
 from tvm_ext.workloads import canonical_csr
+from tvm_ext.zero_copy import empty_aligned
 
 __all__ = ["ILU0", "ilu0_func"]
 
@@ -300,7 +301,7 @@ class ILU0:
         b = check_vector(b, self.n, self.dtype, "b")
         if self.n == 0:
             return b.copy()
-        r, z = aligned_empty(self.n, self.dtype), aligned_empty(self.n, self.dtype)
+        r, z = empty_aligned(self.n, self.dtype), empty_aligned(self.n, self.dtype)
         r[:] = b if self.perm is None else b[self.perm]
         self.apply(wrap(r), wrap(z))
         if self.perm is None:

@@ -71,7 +71,7 @@ __all__ = [
     "FORWARD", "BACKWARD", "SYMMETRIC", "SUPPORTED_DTYPES",
     "sweep_func", "sweep_kernel", "level_segments", "executor_segments", "default_min_parallel_rows",
     "SweepExecutor", "TriangularSolver", "GaussSeidel",
-    "check_vector", "aligned_empty", "wrap", "SYNCS",
+    "check_vector", "wrap", "SYNCS",
 ]
 
 FORWARD, BACKWARD, SYMMETRIC = 0, 1, 2
@@ -351,11 +351,6 @@ def check_vector(v: Any, n: int, dtype: str, what: str) -> np.ndarray:
     return out
 
 
-def aligned_empty(n: int, dtype: str) -> np.ndarray:
-    """A 64-byte aligned numpy vector (TVM wraps such memory zero-copy)."""
-    return empty_aligned(n, dtype)
-
-
 def wrap(arr: np.ndarray):
     """Zero-copy TVM view of an aligned, contiguous, non-empty numpy array."""
     import tvm
@@ -391,7 +386,7 @@ def _run_in_original_order(executor: Any, b: np.ndarray, x: np.ndarray, mode: in
     if executor.n == 0 or sweeps == 0:
         return x.copy()
     perm = executor.perm
-    bo, xo = aligned_empty(executor.n, executor.dtype), aligned_empty(executor.n, executor.dtype)
+    bo, xo = empty_aligned(executor.n, executor.dtype), empty_aligned(executor.n, executor.dtype)
     if perm is None:
         bo[:], xo[:] = b, x
     else:

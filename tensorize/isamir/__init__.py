@@ -35,6 +35,7 @@ The IR's classes are in :mod:`~tensorize.isamir.ir`, the text parser in
 """
 from __future__ import annotations
 
+from . import ir, parser, semantics
 from .ir import (
     ASSOCIATIVE_OPS,
     FUNCTIONS,
@@ -54,26 +55,4 @@ from .ir import (
 from .parser import parse_isamir
 from .semantics import collect_outputs, evaluate, prepare_arrays, run_statement, to_interface, to_internal
 
-__all__ = [
-    "OPS",
-    "REDUCE_OPS",
-    "ASSOCIATIVE_OPS",
-    "FUNCTIONS",
-    "ZERO_PRESERVING",
-    "Affine",
-    "Access",
-    "Const",
-    "Operand",
-    "Statement",
-    "Axis",
-    "Buffer",
-    "Program",
-    "infer_shape",
-    "parse_isamir",
-    "evaluate",
-    "prepare_arrays",
-    "run_statement",
-    "collect_outputs",
-    "to_internal",
-    "to_interface",
-]
+__all__ = [*ir.__all__, *parser.__all__, *semantics.__all__]
