@@ -211,3 +211,18 @@ def test_sgd_sweep_matches_numpy(tiles):
     sgd_reference(A, fm2, fu2, 0.05, 0.1, **kw)
     np.testing.assert_allclose(fm, fm2, rtol=1e-5, atol=1e-5)
     np.testing.assert_allclose(fu, fu2, rtol=1e-5, atol=1e-5)
+
+
+def test_format_arrays_are_bound_by_role_not_name():
+    from schedules.sparse.recipes.nest import BufferRole, Role
+
+    nest = csr_recipe().nest()
+    assert nest.roles == {"offset": BufferRole(Role.OFFSET), "explicit_k": BufferRole(Role.EXPLICIT, "k"),
+                          "a_data": BufferRole(Role.COPY, "data")}
+    src = nest_from_primfunc(csr_loop_nest())
+    assert src.roles == {"indptr": BufferRole(Role.SOURCE, "indptr"),
+                         "indices": BufferRole(Role.SOURCE, "indices"), "data": BufferRole(Role.SOURCE, "data")}
+    A = _matrix(9, 7, 0.3, 1)
+    fmt = csr_recipe().inspect(A)
+    np.testing.assert_array_equal(fmt.arrays_with(Role.EXPLICIT, "k")[0], A.indices)
+    assert fmt.slots == A.nnz and fmt.dtype == np.float32

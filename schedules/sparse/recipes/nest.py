@@ -22,12 +22,13 @@ into a PrimFunc.
 from __future__ import annotations
 
 import dataclasses
+import enum
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["Level", "SparseNest", "csr_loop_nest", "nest_from_primfunc", "free_vars", "uses",
+__all__ = ["Level", "Role", "BufferRole", "SparseNest", "csr_loop_nest", "nest_from_primfunc", "free_vars", "uses",
            "subst", "format_buffer", "loads"]
 
 
@@ -49,12 +50,38 @@ class Level:
         return self.var.name
 
 
+class Role(enum.Enum):
+    """What a format array of the nest holds (how the inspector fills it)."""
+
+    #: an array of the CSR matrix the nest starts from (``of``: indptr, indices or data)
+    SOURCE = "source"
+    #: compact's ``offset_index``: where each iteration of the loops outside starts its entries
+    OFFSET = "offset"
+    #: compact's ``explicit_index`` of one compacted loop (``of``: the loop's name)
+    EXPLICIT = "explicit"
+    #: compact-and-pad's ``A'``: a copied array in padded blocks (``of``: data, col or row)
+    COPY = "copy"
+
+
+@dataclass(frozen=True)
+class BufferRole:
+    """The role of one format array: ``Role`` plus what it is of (see :class:`Role`).
+
+    >>> BufferRole(Role.EXPLICIT, "k")
+    BufferRole(role=<Role.EXPLICIT: 'explicit'>, of='k')
+    """
+
+    role: Role
+    of: str = ""
+
+
 @dataclass(frozen=True)
 class SparseNest:
     """``for levels: if guards: C[row, n] += value * B[col, n]`` (``n`` over the N columns).
 
     ``buffers`` are the format's arrays in kernel-argument order (index arrays
-    first, values last as the recipe names them); ``sizes`` the symbolic
+    first, values last), ``roles`` what each holds (by buffer name, a
+    :class:`BufferRole`: the inspector binds arrays by role); ``sizes`` the symbolic
     ``int32`` sizes (``M``, ``K`` and those the transformations add, e.g. the
     ELL width ``W``); ``history`` the steps applied so far.
     """
@@ -70,6 +97,15 @@ class SparseNest:
     kind: str = "spmm"
     history: tuple[str, ...] = ()
     meta: Mapping[str, object] = field(default_factory=dict)
+    roles: Mapping[str, BufferRole] = field(default_factory=dict)
+
+    def buffer_of(self, role: Role, of: str = ""):
+        """The format buffer with role ``role`` (of ``of``), or None."""
+        want = BufferRole(role, of)
+        for name, r in self.roles.items():
+            if r == want:
+                return self.buffers[name]
+        return None
 
     def level(self, name: str, step: str) -> Level:
         """The level called ``name`` (:class:`ScheduleError` naming ``step`` if none)."""
@@ -197,8 +233,15 @@ def nest_from_primfunc(func) -> SparseNest:
         for e in b.shape:
             for v in free_vars(e):
                 sizes.setdefault(v.name, v)
-    return SparseNest(levels=tuple(levels), guards=tuple(guards), row=stmt.indices[0],
-                      col=rhs.b.b.indices[0], value=rhs.b.a,
+    value, col = rhs.b.a, rhs.b.b.indices[0]
+    roles = {}
+    for what, exprs in (("data", [value]), ("indices", [col]),
+                        ("indptr", [e for lv in levels for e in (lv.lo, lv.hi)])):
+        for e in exprs:
+            for b in loads(e):
+                roles.setdefault(b.name, BufferRole(Role.SOURCE, what))
+    return SparseNest(roles=roles, levels=tuple(levels), guards=tuple(guards), row=stmt.indices[0],
+                      col=col, value=value,
                       buffers={b.name: b for b in bufs[:-2]}, sizes=sizes,
                       dtype=str(C.dtype), kind=kind, history=(str(func.attrs["global_symbol"])
                                                                if func.attrs and "global_symbol" in func.attrs

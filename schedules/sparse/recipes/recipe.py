@@ -33,7 +33,8 @@ from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.partition import balanced_parts, row_aligned_chunks, uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.recipes import lower, scatter, vector_rows
-from schedules.sparse.recipes.nest import SparseNest, csr_loop_nest, loads, nest_from_primfunc
+from schedules.sparse.recipes.nest import (BufferRole, Role, SparseNest, csr_loop_nest, loads,
+                                           nest_from_primfunc)
 from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
 from tvm_ext.errors import InputError, ScheduleError
 
@@ -49,18 +50,35 @@ _NESTS: dict = {}
 class GeneratedFormat:
     """A matrix in a recipe's format: ``arrays`` in executor-parameter order, and metadata.
 
-    ``meta`` holds the concrete sizes the arrays bind (``M``, ``K``, ``NC``,
-    ``W``...), the compaction's levels and the recipe's history.
+    ``roles`` says what each array holds (a :class:`~.nest.BufferRole` by
+    array name); ``meta`` holds the concrete sizes the arrays bind (``M``,
+    ``K``, ``NC``, ``W``...), the compaction's levels and the recipe's history.
     """
 
     name: str
     shape: tuple[int, int]
     arrays: Mapping[str, np.ndarray]
     meta: Mapping[str, Any] = field(default_factory=dict)
+    roles: Mapping[str, BufferRole] = field(default_factory=dict)
+
+    def arrays_with(self, role: Role, of: str = "") -> list[np.ndarray]:
+        """The arrays holding ``role`` (of ``of``), in parameter order (one per part of a split)."""
+        want = BufferRole(role, of)
+        return [self.arrays[n] for n, r in self.roles.items() if r == want]
+
+    @property
+    def values(self) -> list[np.ndarray]:
+        """The stored values (padding included), one array per part."""
+        return self.arrays_with(Role.COPY, "data")
 
     @property
     def dtype(self) -> np.dtype:
-        return self.arrays["a_data"].dtype
+        return self.values[0].dtype
+
+    @property
+    def slots(self) -> int:
+        """Stored value slots, padding included."""
+        return int(sum(a.size for a in self.values))
 
     @property
     def nbytes(self) -> int:
@@ -158,7 +176,7 @@ class Recipe:
         arrays = {}
         sizes = {"M": m, "K": k}
         for name, buf in nest.buffers.items():
-            arrays[name] = _array(name, x, comp_meta, csr)
+            arrays[name] = _array(name, nest.roles.get(name), x, comp_meta)
         for name, buf in nest.buffers.items():
             for dim, n in zip(buf.shape, arrays[name].shape):
                 if hasattr(dim, "name"):
@@ -167,7 +185,8 @@ class Recipe:
             if hasattr(s, "bound") and s.size not in sizes:
                 sizes[s.size] = s.bound(csr)
         return GeneratedFormat(self.name, (m, k), arrays,
-                               {"sizes": sizes, "compaction": comp_meta, "history": x.space.history})
+                               {"sizes": sizes, "compaction": comp_meta, "history": x.space.history},
+                               dict(nest.roles))
 
     # ------------------------------------------------------------------ display
     def __str__(self) -> str:
@@ -182,7 +201,7 @@ def _row_sorted(nest: SparseNest) -> bool:
     levels = comp.get("levels", ())
     if not levels or comp.get("outer") or not nest.levels:
         return False
-    first = nest.buffers.get(f"explicit_{levels[0]}")
+    first = nest.buffer_of(Role.EXPLICIT, levels[0])
     return first is not None and bool(loads(nest.row)) and loads(nest.row)[0].same_as(first) \
         and nest.levels[0].name == "p"
 
@@ -194,18 +213,21 @@ def _row_runs(nest: SparseNest) -> bool:
     levels = comp.get("levels", ())
     if not levels or comp.get("inner") or comp.get("keep_empty") or nest.levels[-1].name != "p":
         return False
-    first = nest.buffers.get(f"explicit_{levels[0]}")
+    first = nest.buffer_of(Role.EXPLICIT, levels[0])
     return first is not None and any(b.same_as(first) for b in loads(nest.row))
 
 
-def _array(name: str, x, comp_meta, csr) -> np.ndarray:
-    """The inspector array that executor parameter ``name`` binds."""
-    if name == "offset":
+def _array(name: str, role: BufferRole | None, x, comp_meta) -> np.ndarray:
+    """The inspector array that executor parameter ``name`` (holding ``role``) binds."""
+    if role is None or role.role is Role.SOURCE:
+        raise ScheduleError(f"inspector: executor parameter {name!r} is not made by a compaction "
+                            f"(role {role}); the recipe must compact the loops that read it")
+    if role.role is Role.OFFSET:
         return _int32(x.offset_index, name)
-    if name.startswith("explicit_"):
-        return _int32(x.explicit_index[name[len("explicit_"):]], name)
-    if name.startswith("a_"):
-        what = name[2:]
+    if role.role is Role.EXPLICIT:
+        return _int32(x.explicit_index[role.of], name)
+    if role.role is Role.COPY:
+        what = role.of
         if hasattr(x, "a_prime") and what in x.a_prime:
             a = x.a_prime[what]
         elif what == "data":
@@ -286,15 +308,16 @@ class RecipeKernels(FormatKernels):
             return uniform_parts(-(-fmt.shape[0] // params.lanes), n)
         if part_kind == "chunks":
             comp = nest.meta["compaction"]
-            return row_aligned_chunks(fmt.arrays[f"explicit_{comp['levels'][0]}"], n)
+            return row_aligned_chunks(fmt.arrays[nest.buffer_of(Role.EXPLICIT, comp["levels"][0]).name], n)
         rows = int(part_kind.split(":")[1]) if part_kind.startswith("rows:") else 1
-        if "offset" in fmt.arrays and len(nest.levels) > 1 and any(
-                b.name == "offset" for b in loads(nest.levels[1].lo)):
-            return balanced_parts(fmt.arrays["offset"], n, item_cost=1.0)
+        offset = nest.buffer_of(Role.OFFSET)
+        if offset is not None and len(nest.levels) > 1 and any(
+                b.same_as(offset) for b in loads(nest.levels[1].lo)):
+            return balanced_parts(fmt.arrays[offset.name], n, item_cost=1.0)
         return uniform_parts(-(-fmt.shape[0] // rows), n)
 
     def nnz(self, fmt) -> int:
-        return int(fmt.arrays["a_data"].size)
+        return fmt.slots
 
 
 def build_recipe_executor(recipe: Recipe, A: Any, n_cols: int | None = None, *, kind: str = "spmm",

@@ -33,7 +33,7 @@ from typing import Any
 import numpy as np
 
 from schedules.sparse.recipes.lower import _emit_levels, _Func, simplify_guards
-from schedules.sparse.recipes.nest import SparseNest, subst
+from schedules.sparse.recipes.nest import Role, SparseNest, subst
 from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe
 from schedules.sparse.recipes.steps import Compact, CompactAndPad, MakeDense, Permute, Shift, Skew, Tile
 from tvm_ext.errors import InputError, ScheduleError, ShapeError
@@ -60,9 +60,10 @@ def _inspect(recipe: Recipe, A) -> GeneratedFormat:
     fmt = recipe.inspect(A)
     nest = recipe.nest(fmt.dtype.name)
     diag = nest.levels[0]
-    if "offset" not in fmt.arrays:
+    offset = fmt.arrays_with(Role.OFFSET)
+    if not offset:
         raise ScheduleError(f"{recipe.name}: the diagonal loop must be outside the compacted loop")
-    sizes = dict(fmt.meta["sizes"], diagonals=int(fmt.arrays["offset"].size - 1))
+    sizes = dict(fmt.meta["sizes"], diagonals=int(offset[0].size - 1))
     return dataclasses.replace(fmt, meta=dict(fmt.meta, sizes=sizes, diagonal_loop=diag.name))
 
 
@@ -79,7 +80,7 @@ def sgd_primfunc(nest: SparseNest, features: int):
     fm = tirx.decl_buffer((M, features), dtype, "FM")
     fu = tirx.decl_buffer((K, features), dtype, "FU")
     guards = simplify_guards(nest, nest.guards)
-    if "a_col" in nest.buffers:            # padded slots carry column -1
+    if nest.buffer_of(Role.COPY, "col") is not None:            # padded slots carry column -1
         guards.append(nest.col >= 0)
     f = _Func(nest, "sgd")
     f.params = list(nest.buffers.values()) + [fm, fu]

@@ -34,7 +34,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from schedules.sparse import transforms as tf
-from schedules.sparse.recipes.nest import Level, SparseNest, format_buffer, free_vars, loads
+from schedules.sparse.recipes.nest import (BufferRole, Level, Role, SparseNest, format_buffer, free_vars,
+                                           loads)
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["Step", "MakeDense", "Tile", "Skew", "Shift", "Permute", "Normalize", "Known", "Project", "Compact",
@@ -436,32 +437,36 @@ class CompactAndPad(Step):
         return tf.compact_and_pad(space, tuple(self.levels), identity=ident, arrays=tuple(self.arrays))
 
 
-def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict):
+def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict, roles: dict,
+                     prefix: str = ""):
     """The loops replacing ``outer + comp``, the leading ``A_prime`` indices and extents, and
     the map from each compacted loop variable to its ``explicit_<level>[p]`` read (adds the
-    ``offset``/``explicit_*`` buffers and the ``NC`` size)."""
+    ``offset``/``explicit_*`` buffers with their roles and the ``NC`` size; ``prefix`` starts
+    every new buffer and size name, so the parts of a split nest do not collide)."""
     p = _var("p")
     vmap: dict = {}
     new_levels: list[Level] = list(outer)
     if keep_empty:
         return (new_levels + list(comp), [lv.var - lv.lo for lv in comp],
                 [_simplify(lv.hi - lv.lo) for lv in comp], vmap)
-    nc = _var("NC")
-    sizes["NC"] = nc
+    nc = _var(prefix.upper() + "NC")
+    sizes[nc.name] = nc
     if outer:
         extents = [_simplify(lv.hi - lv.lo) for lv in outer]
         lin, shape = None, None
         for lv, ext in zip(outer, extents):
             lin = (lv.var - lv.lo) if lin is None else lin * ext + (lv.var - lv.lo)
             shape = ext if shape is None else shape * ext
-        offset = format_buffer("offset", (_simplify(shape + 1),), "int32")
-        buffers["offset"] = offset
+        offset = format_buffer(prefix + "offset", (_simplify(shape + 1),), "int32")
+        buffers[offset.name] = offset
+        roles[offset.name] = BufferRole(Role.OFFSET)
         new_levels.append(Level(p, _simplify(offset[lin]), _simplify(offset[lin + 1])))
     else:
         new_levels.append(Level(p, _simplify(p * 0), nc))
     for lv in comp:
-        ex = format_buffer(f"explicit_{lv.name}", (nc,), "int32")
+        ex = format_buffer(f"{prefix}explicit_{lv.name}", (nc,), "int32")
         buffers[ex.name] = ex
+        roles[ex.name] = BufferRole(Role.EXPLICIT, lv.name)
         vmap[lv.var] = ex[p]
     return new_levels, [p], [nc], vmap
 
@@ -500,7 +505,10 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     dtype = nest.dtype
     sizes = dict(nest.sizes)
     buffers: dict = {}
-    new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers)
+    roles: dict = {}
+    prefix = str(nest.meta.get("part_prefix", ""))
+    new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers, roles,
+                                                          prefix)
     new_levels += inner
     inner_idx = [lv.var - lv.lo for lv in inner]
     inner_shape = [_simplify(lv.hi - lv.lo) for lv in inner]
@@ -517,8 +525,9 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     new = {"row": parts["row"], "col": parts["col"], "value": parts["value"]}
     for a in arrays:
         buf_dtype = dtype if a == "data" else "int32"
-        buf = format_buffer(f"a_{a}", tuple(lead_shape + inner_shape), buf_dtype)
+        buf = format_buffer(f"{prefix}a_{a}", tuple(lead_shape + inner_shape), buf_dtype)
         buffers[buf.name] = buf
+        roles[buf.name] = BufferRole(Role.COPY, a)
         new[_ARRAY_OF[a]] = buf[tuple(_simplify(x) for x in lead + inner_idx)]
     for what in ("row", "col", "value"):
         bad = _reads_source(new[what], sources) or [v.name for v in free_vars(new[what]) if v in drop]
@@ -531,7 +540,7 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
                                        "arrays": arrays, "identity": identity,
                                        "keep_empty": keep_empty})
     return nest.replace(note, levels=tuple(_simplify_level(lv) for lv in new_levels), guards=tuple(guards),
-                        buffers=buffers, sizes=sizes, meta=meta, **new)
+                        buffers=buffers, roles=roles, sizes=sizes, meta=meta, **new)
 
 
 def _simplify_level(lv: Level) -> Level:
