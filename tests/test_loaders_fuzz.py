@@ -23,7 +23,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tvm_ext.accel import SystemGraph, load_system
-from tvm_ext.accel.system_graph import _CONFIG_DIR
+from tvm_ext.accel.system_config import CONFIG_DIR
 from tvm_ext.errors import TvmExtError
 from tvm_ext.spmm_engine.config import EngineConfig, Platform
 from tvm_ext.workloads import read_matrix_market
@@ -237,7 +237,7 @@ JSON_LEAVES = st.one_of(
 )
 JSON_VALUES = st.recursive(JSON_LEAVES, lambda inner: st.one_of(
     st.lists(inner, max_size=4), st.dictionaries(st.text(max_size=8), inner, max_size=4)), max_leaves=12)
-MINI = json.loads((_CONFIG_DIR / "mini.json").read_text())
+MINI = json.loads((CONFIG_DIR / "mini.json").read_text())
 SECTIONS = ["memories", "copy_engines", "computes", "edges"]
 
 

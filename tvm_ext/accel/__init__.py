@@ -3,7 +3,8 @@
 The pieces, in the order data flows through them:
 
 * :mod:`~tvm_ext.accel.system_graph` (§3.2): the machine as compute nodes,
-  memory nodes and copy edges, from a dict or JSON (``configs/``: the
+  memory nodes and copy edges (:mod:`~tvm_ext.accel.system_nodes`), from a
+  dict or JSON (:mod:`~tvm_ext.accel.system_config`; ``configs/``: the
   paper's case study ``default`` and a different ``mini`` machine);
 * :mod:`~tvm_ext.accel.workload` / :mod:`~tvm_ext.accel.lowering` (§2): ops
   as ISAMIR kernels, mapped onto the graph's instructions by ``tensorize``;
