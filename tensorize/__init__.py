@@ -15,21 +15,18 @@ Flow: kernel (TE / PrimFunc) -> :func:`to_isamir` -> :func:`find_mappings`
 """
 from .exporters import export_groups, statement_blocks, to_prim_func
 from .importers import NonAffineAccessError, UnsupportedKernelError, from_prim_func, from_te, to_isamir
-from .emit import (
-    AxisBinding,
-    Emitted,
+from .binding import AxisBinding, as_binding
+from .emit import Emitted, apply
+from .intrin_spec import IntrinSpec, OperandSpec, derive_spec
+from .tensor_intrin import (
     Implementation,
-    IntrinSpec,
-    OperandSpec,
-    apply,
-    as_binding,
-    derive_spec,
     desc_source,
     get_implementation,
     implementations,
     register_implementation,
     register_intrin,
 )
+from . import x86  # noqa: F401  (registers the x86 implementations with tensor_intrin)
 from .feedback import (
     AxisMisfit,
     CompetingAxes,

@@ -1,6 +1,6 @@
 """ISA Mapper §7 ("ISAM-TVM") and §6.1: x86 implementations of mapped instructions.
 
-Three implementations of an :class:`~tensorize.emit.IntrinSpec` on x86, registered
+Three implementations of an :class:`~tensorize.intrin_spec.IntrinSpec` on x86, registered
 for ISA ``"x86"``:
 
 * ``"micro"`` — a register-blocked FMA micro-kernel.  The output tile lives in a
@@ -31,17 +31,17 @@ import re
 import threading
 from pathlib import Path
 
-from tensorize.emit import (
+from tvm_ext.errors import ScheduleError
+
+from .intrin_spec import IntrinSpec, OperandSpec
+from .tensor_intrin import (
     Implementation,
-    IntrinSpec,
-    OperandSpec,
     get_implementation,
     impl_buffers,
     register_implementation,
     root_block,
     signature,
 )
-from tvm_ext.errors import ScheduleError
 
 __all__ = [
     "attach_to_isa",

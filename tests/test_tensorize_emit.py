@@ -1,4 +1,5 @@
-"""tensorize.emit + tensorize.x86: TensorIntrin generation from a mapping, schedules, x86 impls."""
+"""tensorize.emit and its rooms (binding, intrin_spec, tensor_intrin, schedule_steps) + tensorize.x86:
+TensorIntrin generation from a mapping, schedules, x86 impls."""
 from __future__ import annotations
 
 import numpy as np
@@ -9,12 +10,11 @@ from hypothesis import strategies as st
 from tvm import s_tir
 
 from tensorize import kernels as K
-from tensorize.emit import (
-    AxisBinding,
+from tensorize.binding import AxisBinding, as_binding
+from tensorize.emit import apply
+from tensorize.intrin_spec import derive_spec
+from tensorize.tensor_intrin import (
     Implementation,
-    apply,
-    as_binding,
-    derive_spec,
     desc_source,
     get_implementation,
     implementations,
@@ -272,7 +272,7 @@ class _ScalarLoops(Implementation):
     accumulate_local = False
 
     def impl_source(self, spec):
-        from tensorize.emit import impl_buffers, root_block, signature
+        from tensorize.tensor_intrin import impl_buffers, root_block, signature
 
         lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
         lines += impl_buffers(spec) + root_block(spec)
@@ -344,3 +344,35 @@ def test_micro_kernel_unrolls_the_reduction_by_the_targets_k_unroll(K_, unrolled
     got, ref = _run(_build(sch), K.matmul(16, 32, K_))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
     assert done.tiles["k"] == K_
+
+
+def _import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (module -> modules it imports), or ``[]``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(mod: str, path: list[str]) -> list[str]:
+        state[mod] = 1
+        for dep in sorted(graph.get(mod, ())):
+            if state.get(dep) == 1:
+                return path[path.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep, path + [dep])):
+                return found
+        state[mod] = 2
+        return []
+
+    for mod in sorted(graph):
+        if mod not in state and (found := visit(mod, [mod])):
+            return found
+    return []
+
+
+def test_tensorize_modules_import_one_another_without_cycles():
+    """No tensorize module reaches itself through its imports, function-level ones included
+    (the x86 implementations register through the package, not through a lazy import back)."""
+    from test_architecture import MODULES, imports_of
+
+    graph = {m: {t for t, _ in imports_of(p) if t.startswith("tensorize") and t != m}
+             for m, p in MODULES.items() if m.startswith("tensorize")}
+    assert _import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert "tensorize.tensor_intrin" in graph["tensorize.x86"]
+    assert _import_cycle(graph) == []

@@ -60,14 +60,16 @@ class Tensorized:
 def first_fitting(sch, block: str, candidates: Sequence[Any], impl: str):
     """The first of ``candidates`` the emitter accepts for ``block`` of schedule ``sch`` (its spec
     derives and implementation ``impl`` supports it), or ``None``."""
-    from tensorize.emit import _drop_unit_axes, as_binding, derive_spec, get_implementation
+    from tensorize.binding import as_binding, drop_unit_axes
+    from tensorize.intrin_spec import derive_spec
+    from tensorize.tensor_intrin import get_implementation
 
     from tvm_ext.errors import MappingError, ScheduleError
 
     blk = sch.get_sblock(block)
     for m in candidates:
         try:
-            binding = _drop_unit_axes(sch, blk, as_binding(m), [])
+            binding = drop_unit_axes(sch, blk, as_binding(m), [])
             implementation = get_implementation(binding.isa, impl, binding.instruction)
             implementation.check(derive_spec(sch, blk, binding, accumulate_local=implementation.accumulate_local))
             return m
@@ -95,7 +97,8 @@ def tensorized(kernel: Kernel | Any, isa: str = "x86", *, impl: str = "micro", t
     """
     from tvm import s_tir
 
-    from tensorize.emit import apply, schedule_elementwise
+    from tensorize.emit import apply
+    from tensorize.schedule_steps import schedule_elementwise
     from tensorize.search import find_mappings
     from tvm_ext.kernel_cache import get_or_build
     from tvm_ext.target import resolve_target

@@ -116,7 +116,7 @@ def _parallel_min_work(sch, block) -> int:
 def default_schedule(sch, block, threads: int | None = None) -> list[str]:
     """Parallelise the outer spatial loops (if the block is big enough) and vectorise the
     innermost loop of an element-wise block.  Best effort: a step TVM refuses is skipped."""
-    from tensorize.emit import schedule_refusals
+    from tensorize.schedule_steps import schedule_refusals
     from tvm_ext.target import num_threads
 
     TvmScheduleError = schedule_refusals()
@@ -197,7 +197,7 @@ def transpose_tiles(sch, block, threads: int | None = None) -> list[str]:
     nest gathers one element per cache line).  Returns the steps, ``[]`` when
     the block is not a transpose or the sizes do not tile.
     """
-    from tensorize.emit import schedule_refusals
+    from tensorize.schedule_steps import schedule_refusals
     from tvm_ext.target import num_threads
 
     TvmScheduleError = schedule_refusals()
@@ -233,7 +233,7 @@ def inline_elementwise(sch, skip: set[str] = frozenset()) -> list[str]:
     Blocks TVM refuses to inline (outputs, reductions, blocks read before written) stay.
     Returns the names of the inlined blocks.
     """
-    from tensorize.emit import schedule_refusals
+    from tensorize.schedule_steps import schedule_refusals
 
     TvmScheduleError = schedule_refusals()
 
@@ -280,7 +280,7 @@ def inline_copies(func):
     """
     from tvm import s_tir
 
-    from tensorize.emit import schedule_refusals
+    from tensorize.schedule_steps import schedule_refusals
 
     TvmScheduleError = schedule_refusals()
 

@@ -47,7 +47,7 @@ def _pack_blocks(sch) -> list:
 def mark_weight_packing(func) -> tuple[Any, list[str]]:
     """``func`` with its weight-packing blocks annotated for the split; returns (func, packed params)."""
     from tvm import s_tir
-    from tensorize.emit import schedule_refusals
+    from tensorize.schedule_steps import schedule_refusals
 
     TvmScheduleError = schedule_refusals()
 

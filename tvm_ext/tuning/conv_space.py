@@ -238,7 +238,8 @@ def _grain_knob(record: list | None) -> Callable:
 def _emit_space(sch, prep: _Prepared, knobs: EmitKnobs, record: list | None = None) -> dict:
     """Emit every mapped block under ``knobs`` with the grain knob; the other blocks as
     ``tensorized`` schedules them; then the unroll knob.  Returns the emitted blocks."""
-    from tensorize.emit import apply, schedule_elementwise
+    from tensorize.emit import apply
+    from tensorize.schedule_steps import schedule_elementwise
 
     emitted = {}
     for name, mapping in prep.chosen.items():

@@ -206,7 +206,7 @@ GEMM_BLOCKED_TILES = ((8, 32), (12, 32), (4, 64), (16, 16))
 
 
 def _gemm_binding():
-    from tensorize.emit import AxisBinding
+    from tensorize.binding import AxisBinding
 
     return AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
 
@@ -227,7 +227,8 @@ def _blocked_space(sch, mr: int, nr: int, order: str) -> None:
     the fused ``(i0, j0)`` loop runs, i.e. both the tile around the instruction
     and the parallel grain.
     """
-    from tensorize.emit import derive_spec, get_implementation, register_intrin
+    from tensorize.intrin_spec import derive_spec
+    from tensorize.tensor_intrin import get_implementation, register_intrin
 
     blk = sch.get_sblock("C", func_name="main")
     impl = get_implementation("x86", "micro")
