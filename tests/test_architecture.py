@@ -150,9 +150,9 @@ MAX_FUNCTION_LINES = 80
 
 #: module -> why it may exceed MAX_MODULE_LINES for now (each one is a split still to do).
 LONG_MODULES: dict[str, str] = {
+    "tensorize.emit": "intrinsic spec, TensorIntrin registry, schedule steps in one file; its split is under way",
     "schedules.fusion.block_cg": "the block-CG solver and its step bookkeeping in one file; not split yet",
     "schedules.fusion.kernels": "row-form analysis, TVMScript generators and GroupKernel in one file; not split yet",
-    "schedules.sparse.transforms": "the three Venkat transformations and their iteration-space types; not split yet",
 }
 #: "module:function" -> why it may exceed MAX_FUNCTION_LINES.
 LONG_FUNCTIONS: dict[str, str] = {
