@@ -277,7 +277,7 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
 #: Non-zeros from which the compiled helpers (the BCSR merge, the diagonal marks) split their
 #: pass over the host's threads.
 BCSR_THREADED_NNZ = 200_000
-_MAX_NATIVE_R = 64  # tvmext_inspect.c's MAX_R
+_MAX_NATIVE_R = 64  # tvmext_inspect.c's MAX_R (the fill's merge heads)
 
 
 def _bcsr_native(csr: sp.csr_array, R: int):
@@ -308,17 +308,23 @@ def row_ranges(csr: sp.csr_array, R: int = 1) -> list[tuple[int, int]]:
 
 
 def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
-    """BCSR by the compiled R-way merge of each block row's CSR rows: a count pass, the
-    block pointers, a fill pass; block-row ranges run on the host's threads (ctypes
-    releases the GIL)."""
-    m = csr.shape[0]
+    """BCSR by the compiled block-row passes: a count pass (marks per block column), the
+    block pointers, a fill pass (an R-way merge of each block row's rows); block-row ranges
+    run on the host's threads (ctypes releases the GIL)."""
+    m, k = csr.shape
     n_br = -(-m // R)
     indptr, indices, values = csr.indptr, csr.indices, csr.data
     ranges = row_ranges(csr, R)
     counts = np.empty(n_br, dtype=np.int64)
-    on_threads([lambda a=a, b=b: lib.tvmext_bcsr_count(R, C, m, indptr.ctypes.data, indices.ctypes.data,
-                                                        a, b, counts[a:].ctypes.data)
-                 for a, b in ranges])
+    status = np.zeros(len(ranges), dtype=np.int64)
+
+    def count(t: int, a: int, b: int) -> None:
+        status[t] = lib.tvmext_bcsr_count(R, C, m, k, indptr.ctypes.data, indices.ctypes.data, a, b,
+                                          counts[a:].ctypes.data)
+
+    on_threads([lambda t=t, a=a, b=b: count(t, a, b) for t, (a, b) in enumerate(ranges)])
+    if status.any():
+        raise MemoryError("bcsr: the compiled inspector could not allocate its block-column marks")
     bptr = np.zeros(n_br + 1, dtype=np.int64)
     np.cumsum(counts, out=bptr[1:])
     nb = int(bptr[-1])
@@ -327,7 +333,7 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
     fill = lib.tvmext_bcsr_fill_f32 if values.dtype == np.float32 else lib.tvmext_bcsr_fill_f64
     on_threads([lambda a=a, b=b: fill(R, C, m, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data,
                                        a, b, bptr.ctypes.data, bcol.ctypes.data, data.ctypes.data)
-                 for a, b in ranges])
+                for a, b in ranges])
     return BCSR(tuple(csr.shape), R, C, _index(bptr, "bcsr: block count"), bcol, data)
 
 
