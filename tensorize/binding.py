@@ -162,9 +162,18 @@ def mapped_iters(sch, block, binding: AxisBinding, iters: Sequence[BlockIter] | 
     return {a: _resolve_iter(iters, k, bname, binding.origins) for a, k in binding.axis_map.items()}
 
 
-
 def drop_unit_axes(sch, block, binding: AxisBinding, steps: list[str]) -> AxisBinding:
-    """Instruction axes bound to extent-1 loops stay at 0 (TVM folds such loops away)."""
+    """The binding without the instruction axes bound to extent-1 loops: they stay at 0 (TVM
+    folds such loops away).  Says so in ``steps``; :class:`ScheduleError` when every mapped
+    axis has extent 1.
+
+    >>> from tvm import s_tir, te
+    >>> A = te.placeholder((1, 32), name="A")
+    >>> B = te.compute((1, 32), lambda i, j: A[i, j] + 1.0, name="B")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B]))
+    >>> drop_unit_axes(sch, sch.get_sblock("B"), AxisBinding("axpy", {"i": "i", "j": "j"}), []).axis_map
+    {'j': 'j'}
+    """
     unit = [a for a, it in mapped_iters(sch, block, binding).items() if it.extent == 1]
     if not unit:
         return binding
@@ -172,5 +181,3 @@ def drop_unit_axes(sch, block, binding: AxisBinding, steps: list[str]) -> AxisBi
         raise ScheduleError(f"block {sch.get(block).name_hint!r}: every mapped axis has extent 1")
     steps.append(f"instruction axes {unit} map to extent-1 loops: fixed at 0")
     return replace(binding, axis_map={a: k for a, k in binding.axis_map.items() if a not in unit})
-
-

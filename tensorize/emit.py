@@ -215,8 +215,6 @@ def _lane_axis(sch, block, binding: AxisBinding) -> str | None:
     return None
 
 
-
-
 def _drop_unit_tiles(sch, block, binding: AxisBinding, tile: dict, steps: list[str], accumulate_local: bool):
     """Instruction axes tiled by 1 become outer loops (a 1-wide loop would not match the intrinsic)."""
     unit = [a for a in binding.axis_map if tile.get(a) == 1]
@@ -229,5 +227,3 @@ def _drop_unit_tiles(sch, block, binding: AxisBinding, tile: dict, steps: list[s
         tile.pop(a, None)
     binding = replace(binding, axis_map={a: k for a, k in binding.axis_map.items() if a not in unit})
     return binding, derive_spec(sch, block, binding, accumulate_local=accumulate_local)
-
-

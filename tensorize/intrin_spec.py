@@ -323,5 +323,3 @@ class _ExprPrinter:
             op = _operand(buf, e.indices, self.axes, self.var_of, name, self.bname)
             self.operands[key] = op
         return "{" + op.name + "}"
-
-

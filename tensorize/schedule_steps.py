@@ -338,5 +338,3 @@ def schedule_loops(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dic
     _vectorize_last(sch, init, spec.vector_axis is not None)
     steps.append("decompose_reduction (init split off)")
     return inner[0], list(outer_sp), epi
-
-
