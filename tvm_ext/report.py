@@ -41,7 +41,7 @@ from tvm_ext.errors import ConfigError
 from tvm_ext.figures import png_figure
 
 __all__ = ["Suite", "SuiteResult", "SUITES", "SIZES", "run_suite", "write_report", "suite_names", "markdown_to_html",
-           "stdout_markdown", "bench_root", "render_report"]
+           "stdout_markdown", "bench_root", "render_report", "claims_section", "write_claims"]
 
 SIZES = ("quick", "full")
 
@@ -323,6 +323,35 @@ def _machine_line() -> str:
     m = platform_info()
     env = ", ".join(f"{k}={v}" for k, v in m.get("thread_env", {}).items() if v is not None)
     return f"{m.get('cpu_model')} ({m.get('cores')} cores), mcpu={m.get('mcpu')}, {env}"
+
+
+def claims_section(claims: Sequence[Any], seconds: float | None = None) -> str:
+    """The "Papers' claims against ours" section: the claim | paper | ours table of
+    :func:`tvm_ext.fidelity.paper_claims` results, then the claims it leaves out and why."""
+    from tvm_ext.fidelity import claims_markdown, not_checked_markdown
+
+    count = {v: sum(c.verdict == v for c in claims) for v in ("agrees", "holds", "differs", "does not hold")}
+    took = f" in {seconds:.0f} s" if seconds is not None else ""
+    return "\n".join([
+        "## Papers' claims against ours", "",
+        f"{len(claims)} claims, each \"ours\" computed{took} by this project's models and executors "
+        f"(`tvm-ext report --claims`): {count['agrees']} agree, {count['holds']} hold, {count['differs']} differ, "
+        f"{count['does not hold']} do not hold.  A number agrees within 10% of the paper's (tighter for "
+        "peaks and exact counts, 50% for the paper's \"around\") or inside the paper's range.", "",
+        claims_markdown(claims), "", "Not checked here:", "", not_checked_markdown(), ""])
+
+
+def write_claims(out_dir: str | os.PathLike, claims: Sequence[Any], fmt: str = "md",
+                 seconds: float | None = None) -> Path:
+    """Write ``claims.md`` / ``claims.html`` in ``out_dir`` with :func:`claims_section`."""
+    if fmt not in ("md", "html"):
+        raise ConfigError(f"report format {fmt!r}: choose md or html")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    text = "# tvm-ext: the papers' claims against ours\n\n" + claims_section(claims, seconds)
+    path = out / f"claims.{fmt}"
+    path.write_text(markdown_to_html(text, "tvm-ext: papers' claims") if fmt == "html" else text)
+    return path
 
 
 def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:

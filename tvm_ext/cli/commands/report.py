@@ -1,5 +1,10 @@
 """``tvm-ext report --out DIR``: run the benchmark suites and write one report with tables and plots.
 
+``tvm-ext report --claims`` instead prints the claim | paper | ours table of
+:mod:`tvm_ext.fidelity` (every checkable claim of the four papers, ours
+computed now, about a minute); with ``--out DIR`` it also writes ``DIR/claims.md``
+(or ``.html``).
+
 Each finished suite is logged on stderr; on a terminal a status line shows the
 suite running, how many are done and the time spent.
 """
@@ -14,7 +19,11 @@ def register(subparsers, common) -> None:
 
     p = subparsers.add_parser("report", parents=[common], help="run the benchmark suites; write a markdown/HTML "
                               "report with tables and plots")
-    p.add_argument("--out", required=True, metavar="DIR", help="directory for report.md/.html, plots/ and data/")
+    p.add_argument("--out", metavar="DIR", help="directory for report.md/.html, plots/ and data/ (claims.md with "
+                   "--claims); required without --claims")
+    p.add_argument("--claims", action="store_true",
+                   help="print the papers' claims against ours (computed now) instead of running the suites")
+    p.add_argument("--papers", default=None, metavar="A,B", help="with --claims: comma list of papers (default all)")
     p.add_argument("--size", default="quick", choices=SIZES,
                    help="quick: every script's --quick sizes (minutes); full: the full runs (hours)")
     p.add_argument("--format", default="md", choices=("md", "html"), help="report format (default md)")
@@ -24,8 +33,37 @@ def register(subparsers, common) -> None:
     p.set_defaults(func=run)
 
 
+def run_claims(args) -> Output:
+    """Compute the papers' claims; print their table (and write ``claims.md`` under ``--out``)."""
+    import time
+
+    from tvm_ext.fidelity import paper_claims
+    from tvm_ext.report import claims_section, write_claims
+    from tvm_ext.tuning.progress import StatusLine
+
+    papers = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
+    t0 = time.perf_counter()
+    with StatusLine("claims") as status:
+        def on_paper(name: str, index: int, total: int) -> None:
+            status.total = total
+            status.update(index, f"computing {name}'s claims")
+
+        claims = paper_claims(papers, on_paper=on_paper)
+    seconds = time.perf_counter() - t0
+    data = {"claims": [c.to_dict() for c in claims], "seconds": seconds}
+    if args.out:
+        data["path"] = str(write_claims(args.out, claims, args.format, seconds))
+    return Output(data, claims_section(claims, seconds))
+
+
 def run(args) -> Output:
+    from tvm_ext.errors import InputError
     from tvm_ext.report import write_report
+
+    if args.claims:
+        return run_claims(args)
+    if not args.out:
+        raise InputError("report: --out DIR is required (or --claims for the papers' claims table)")
 
     from tvm_ext.tuning.progress import StatusLine
 

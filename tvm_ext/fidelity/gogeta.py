@@ -1,0 +1,173 @@
+"""GOGETA (Garg et al., seed 000): its quantitative claims against :mod:`schedules.fusion`'s traffic model.
+
+Every "ours" comes from the model in this run: the Fig. 10 sweep
+(:func:`~schedules.fusion.fig10_sweep`), Fig. 11 (:func:`~schedules.fusion.fig11_gcn`),
+the §6.2.3 NoC count (:func:`~schedules.fusion.fig12_noc`), Table 1
+(:func:`~schedules.fusion.derive_table1`) and Alg. 2's patterns against Fig. 7.
+
+>>> rows = gogeta_claims(fig10_kwargs={"workloads": ["nasa4704"], "n_values": [8]})
+>>> rows[0].claim
+'Fig. 10: geomean DRAM-traffic reduction, GOGETA-map vs SEQ-Flex'
+"""
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from .claim import ClaimResult, compare, holds
+
+__all__ = ["gogeta_claims", "PAPER"]
+
+P = "GOGETA"
+
+#: The paper's numbers, each with where it is printed.
+PAPER = {
+    "fig10_geomean": 6.7,            # §6.2.1 and abstract: "geomean of 6.7x reduction"
+    "fig10_min": 1.18,               # §6.2.1: "ranging from 1.18x to 23.7x"
+    "fig10_max": 23.7,
+    "ecology1_small_sram": (0.18, 0.30),  # §6.2.1: "Gogeta performs 18 to 30% better than Sequential baselines"
+    "ops45_map_links": 15,           # §6.2.3: 2 x N x N x 15 words for GOGETA-map (16 clusters)
+}
+
+
+def _fig10(rows: list[dict], geo: dict) -> list[ClaimResult]:
+    from schedules.fusion.traffic_model import fit_ratio_floor
+    from tvm_ext.workloads import GOGETA_TABLE2
+
+    fits = [r for r in rows if math.isclose(r["GOGETA-map"], r["Ideal"], rel_tol=1e-9)]
+    floor = max((fit_ratio_floor(GOGETA_TABLE2[r["workload"]].M, r["N"], GOGETA_TABLE2[r["workload"]].nnz)
+                 for r in fits), default=float("nan"))
+    top = max(rows, key=lambda r: r["reduction"])
+    low = min(rows, key=lambda r: r["reduction"])
+    ge = lambda a, b: a >= b * (1 - 1e-4)  # noqa: E731 - equal up to the model's word rounding
+    order = sum(ge(r["SEQ-Flex"], r["SEQ-Overflow"]) and ge(r["SEQ-Overflow"], r["GOGETA-df"])
+                and ge(r["GOGETA-df"], r["Ideal"]) for r in rows)
+    return [
+        compare(P, "Fig. 10: geomean DRAM-traffic reduction, GOGETA-map vs SEQ-Flex", "§6.2.1, Fig. 10",
+                PAPER["fig10_geomean"], geo["geomean"], unit="x",
+                reason=f"{len(fits)} of {geo['points']} points fit the SRAM, where SEQ-Flex's op-by-op count "
+                       "(A + 14·M·N words per iteration) over Ideal is large; the paper does not give its "
+                       "SEQ-Flex accounting"),
+        compare(P, "Fig. 10: smallest reduction", "§6.2.1", PAPER["fig10_min"], geo["min"], unit="x",
+                reason=f"{low['workload']} N={low['N']} {low['sram_mb']} MB: nothing fits, only pipelining saves "
+                       "traffic, as in the paper"),
+        compare(P, "Fig. 10: largest reduction", "§6.2.1", PAPER["fig10_max"], geo["max"], unit="x",
+                reason=f"{top['workload']} N={top['N']} {top['sram_mb']} MB fits the SRAM; any op-by-op schedule "
+                       f"costs at least fit_ratio_floor ({floor:.1f}x at the worst fitting point) there, above "
+                       "the paper's maximum"),
+        holds(P, "Fig. 10: SEQ-Flex ≥ SEQ-Overflow ≥ GOGETA-df ≥ Ideal at every point", "§6.2.1 ('clear "
+              "downward trend')", "every point", order == len(rows), f"{order}/{len(rows)} points",
+              reason="GOGETA-df spills into other clusters' SRAM slices (one pool, §5.3), so it is never above "
+                     "Overflow (within 0.01%: word rounding)"),
+    ]
+
+
+def _ecology1(rows: list[dict]) -> ClaimResult:
+    small = min(r["sram_mb"] for r in rows if r["workload"] == "ecology1")
+    gains = [min(r["SEQ-Flex"], r["SEQ-Overflow"]) / r["GOGETA-map"] - 1
+             for r in rows if r["workload"] == "ecology1" and r["sram_mb"] == small]
+    return compare(P, f"ecology1 at {small} MB: GOGETA less traffic than the better sequential baseline",
+                   "§6.2.1", tuple(100 * g for g in PAPER["ecology1_small_sram"]), 100 * min(gains), unit="%",
+                   ours_text=f"{100 * min(gains):.0f}%-{100 * max(gains):.0f}%",
+                   reason="pipelining_with_writeback saves one DRAM read of S and R per iteration; "
+                          "the paper's N values are not given (ours: N in the Table 4 sweep)")
+
+
+def _fits(rows: list[dict]) -> ClaimResult:
+    sel = [r for r in rows if r["workload"] in ("aft02", "nasa4704") and r["sram_mb"] in (4, 16)]
+    hit = sum(math.isclose(r["GOGETA-map"], r["Ideal"], rel_tol=1e-9) for r in sel)
+    return holds(P, "aft02 and nasa4704 at 4/16 MB: GOGETA reaches Ideal", "§6.2.1", "all such points",
+                 bool(sel) and hit == len(sel), f"{hit}/{len(sel)} points",
+                 reason="every tensor fits the SRAM, so each is read from DRAM once")
+
+
+def _fig11() -> list[ClaimResult]:
+    from schedules.fusion import fig11_gcn
+
+    rows = {r["workload"]: r for r in fig11_gcn()}
+    cora, protein = rows["cora"], rows["protein"]
+    ideal = lambda r, c: math.isclose(r[c], r["Ideal"], rel_tol=1e-9)  # noqa: E731
+    return [
+        holds(P, "Fig. 11 cora (1 MB): GOGETA-map reaches Ideal, SEQ-Overflow barely improves", "§6.2.2",
+              "yes", ideal(cora, "GOGETA-map") and cora["SEQ-Overflow"] > 0.9 * cora["SEQ-Flex"],
+              f"map/Ideal {cora['GOGETA-map'] / cora['Ideal']:.2f}, Overflow/Flex "
+              f"{cora['SEQ-Overflow'] / cora['SEQ-Flex']:.2f}",
+              reason="pipelining A·X into the weight product keeps the M x N feature tile on chip"),
+        holds(P, "Fig. 11 protein (1 MB): SEQ-Overflow and GOGETA-map both reach Ideal", "§6.2.2", "yes",
+              ideal(protein, "GOGETA-map") and ideal(protein, "SEQ-Overflow"),
+              f"Overflow/Ideal {protein['SEQ-Overflow'] / protein['Ideal']:.2f}",
+              reason="protein's tensors fit 1 MB"),
+    ]
+
+
+def _noc(n: int = 8) -> list[ClaimResult]:
+    from schedules.fusion import fig12_noc
+    from tvm_ext.workloads import GOGETA_TABLE2, GOGETA_TABLE4
+
+    row = fig12_noc(["aft02"], N=n)[0]
+    word = GOGETA_TABLE4.bytes_per_word / 1024
+    m = GOGETA_TABLE2["aft02"].M
+    return [
+        compare(P, f"§6.2.3 ops 4-5, GOGETA-map inter-cluster words (aft02, N={n})", "§6.2.3 (2·N·N·15)",
+                2 * n * n * PAPER["ops45_map_links"], row["ops45_map_kb"] / word, tolerance=0.01,
+                reason="Λ broadcast and Γ reduction over at most 15 links of 16 clusters, as the paper counts"),
+        holds(P, f"§6.2.3 ops 4-5, GOGETA-df inter-cluster words (aft02, N={n}) at least sizeof(R)",
+              "§6.2.3 (M·N 'even if 1 hop apart')", f"≥ {m * n:,}", row["ops45_df_kb"] / word >= m * n,
+              f"{row['ops45_df_kb'] / word:,.0f} ({row['ops45_df_kb'] / word / (m * n):.1f}·M·N)",
+              reason=f"the model counts every link R's slices cross between op 4's and op 5's clusters "
+                     f"({row['ops45_df_kb'] / word / (m * n):.1f} per word in its placement); the paper's bound is "
+                     "for 1 hop"),
+    ]
+
+
+def _table1() -> list[ClaimResult]:
+    from schedules.fusion import PAPER_TABLE1, derive_table1
+
+    t1 = derive_table1()
+    out = []
+    for chain, d in t1.items():
+        paper = PAPER_TABLE1[chain]
+        own = d["own_shape"]
+        out.append(compare(P, f"Table 1 {chain}: traffic ratio, similar-sized ranks", "Table 1",
+                           paper["similar_sized_ratio"], d["similar_sized_ratio"], tolerance=0.01, unit="x",
+                           ours_text=f"{d['similar_sized_ratio']:.2f}x (own shapes {own['similar_sized_ratio']:.2f}x)",
+                           reason="derived from the chain's einsums; matches with either extent rule"))
+        out.append(compare(P, f"Table 1 {chain}: traffic ratio, one dominant rank → ∞", "Table 1, §4",
+                           paper["dominant_rank_limit"], own["dominant_rank_limit"], tolerance=0.01, unit="x",
+                           ours_text=f"{own['dominant_rank_limit']:.2f}x (fitted extent rule "
+                                     f"{d['dominant_rank_limit']:.2f}x)",
+                           reason="with every operand at its produced shape; the paper's printed formulas need "
+                                  "the fitted 'last operand sets the extent' rule" if chain == "HPC-like" else
+                                  "derived from the chain's einsums; both extent rules agree"))
+    return out
+
+
+def _fig7() -> ClaimResult:
+    from schedules.fusion import block_cg_dag, plan_fusion
+    from schedules.fusion.patterns import PAPER_FIG7
+    from tvm_ext.workloads import GOGETA_TABLE2
+
+    import re
+
+    w = GOGETA_TABLE2["aft02"]
+    dag = block_cg_dag(1, w.M, 8, w.nnz, setup=False)
+    marking = plan_fusion(dag).marking
+    keys = [((dag.op(s).label, dag.op(d).label, re.sub(r"\d+$", "", s)), m.pattern) for (s, d), m in marking.items()]
+    agree = sum(PAPER_FIG7.get(k) == pat for k, pat in keys)
+    return holds(P, "Fig. 7: Alg. 2 reuse pattern of every Block-CG edge", "Fig. 7, Alg. 2", "as drawn",
+                 agree == len(keys), f"{agree}/{len(keys)} edges agree",
+                 reason="Alg. 2's rules on the einsum DAG's ranks reproduce the figure")
+
+
+def gogeta_claims(*, fig10_kwargs: dict[str, Any] | None = None) -> list[ClaimResult]:
+    """GOGETA's checkable claims; ``fig10_kwargs`` go to :func:`~schedules.fusion.fig10_sweep` (default: the
+    paper's 36-point sweep)."""
+    from schedules.fusion import fig10_sweep, geomean_reduction
+
+    rows = fig10_sweep(**(fig10_kwargs or {}))
+    out = _fig10(rows, geomean_reduction(rows))
+    if any(r["workload"] == "ecology1" for r in rows):
+        out.append(_ecology1(rows))
+    if any(r["workload"] in ("aft02", "nasa4704") and r["sram_mb"] in (4, 16) for r in rows):
+        out.append(_fits(rows))
+    return out + _fig11() + _noc() + _table1() + [_fig7()]
