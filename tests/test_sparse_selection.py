@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from schedules.sparse.selection import (
-    FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots, get_default_selector,
+    DIAGONAL_COUNT_LIMIT, FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots,
+    get_default_selector,
     select_format, set_default_selector, sparse_features,
 )
 from schedules.sparse.timed_choice import _close_candidates, _row_block, measure_close_candidates
@@ -289,7 +290,19 @@ def test_compiled_structure_features_equal_matrix_stats():
         if got is None:
             pytest.skip("no C compiler: sparse_features uses matrix_stats")
         want = matrix_stats(A, block_sizes=(1,), symmetry=False)
+        exact = got.pop("diagonals_exact")
+        assert exact == (want["diagonals"] <= DIAGONAL_COUNT_LIMIT)
+        if not exact:  # the count stopped past the limit: a lower bound, and DIA's fill an upper one
+            assert DIAGONAL_COUNT_LIMIT < got.pop("diagonals") <= want["diagonals"]
+            assert got.pop("dia_fill") >= want["dia_fill"]
         assert {k: want[k] for k in got} == got
+
+
+def test_a_stopped_diagonal_count_excludes_dia():
+    f = sparse_features(rmat(9))
+    assert not f["diagonals_exact"] and f["diagonals"] > DIAGONAL_COUNT_LIMIT
+    _, excluded = AnalyticCostModel(max_dia_streams=10**6).scores(f, 1)
+    assert excluded["dia"].startswith("more than ")
 
 
 def test_a_close_baseline_leaves_its_place_to_the_next_close_candidate():

@@ -15,7 +15,8 @@ each candidate representation:
   ``B`` rows a row window touches (``2 * bandwidth + 1`` rows) fits in L2
   (stencils, FEM: each ``B`` row comes from memory once and is reused from
   L2 by the neighbouring rows), :data:`FETCH_FROM_LLC` when all of ``B``
-  fits in the last-level cache;
+  fits in the last-level cache (the target's L3 share per core times its
+  cores, :func:`~tvm_ext.target.hardware_facts`);
 * multiply-adds: every stored slot, padding included, costs ``N`` lanes of
   multiply-add -- at least one whole vector, except in the SpMV executors
   vectorised over rows (:data:`ROW_VECTOR_SPMV`) -- weighed at
@@ -70,8 +71,6 @@ __all__ = [
     "sparse_features",
 ]
 
-#: Bytes of last-level cache assumed when discounting B traffic.
-LLC_BYTES = 32 << 20
 #: Cost of one ``B`` byte fetched from the last-level cache, per byte from memory.
 FETCH_FROM_LLC = 0.25
 #: Cost of one ``B`` byte fetched from L2 (the band of ``B`` a row window reuses fits there),
@@ -217,16 +216,25 @@ FILL_SAMPLE_FRACTION = 0.005
 FILL_MIN_BLOCK_ROWS = 256
 
 
+#: The occupied-diagonal count stops past this many (``diagonals_exact`` is then False and
+#: ``diagonals`` the count found so far): DIA is a candidate only with at most
+#: ``max_dia_streams`` (16) diagonals, and a banded FEM matrix's hundreds of diagonals or a
+#: graph's hundred thousand would cost a full pass over the non-zeros to count.
+DIAGONAL_COUNT_LIMIT = 64
+
+
 def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     """Selector features of a matrix: :func:`matrix_stats`'s keys plus row lengths.
 
     The R x C block fill (R, C in :data:`SELECTOR_BLOCK_SIZES`) is estimated
     from a sample of block rows on large matrices, with its error bound in
-    ``block_fill_bound`` (:func:`~tvm_ext.workloads.estimate_block_fill`).
-    The occupied diagonals come from one compiled pass over the non-zeros
-    (:func:`~schedules.sparse.native.inspect_helpers`; :func:`matrix_stats`
-    without a C compiler).  ``_row_lengths`` (an array) rides along for exact
-    SELL/HYB padding counts.
+    ``block_fill_bound`` (:func:`~tvm_ext.workloads.estimate_block_fill`).  The occupied
+    diagonals come from one compiled pass over the non-zeros
+    (:func:`~schedules.sparse.native.inspect_helpers`) that stops once it has
+    found more than :data:`DIAGONAL_COUNT_LIMIT` (``diagonals_exact`` says
+    whether it finished; :func:`matrix_stats` without a C compiler); the
+    bandwidth comes from each row's first and last column.  ``_row_lengths``
+    (an array) rides along for exact SELL/HYB padding counts.
 
     >>> from tvm_ext.workloads import lap2d
     >>> f = sparse_features(lap2d(10))
@@ -238,6 +246,7 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     if feats is None:  # no compiled helper: the stats module's numpy passes
         feats = matrix_stats(A, block_sizes=(1,), sample=True, symmetry=False, seed=seed,
                              sample_fraction=FILL_SAMPLE_FRACTION)
+        feats["diagonals_exact"] = True
     est = estimate_block_fill(A, SELECTOR_BLOCK_SIZES, fraction=FILL_SAMPLE_FRACTION,
                               min_block_rows=FILL_MIN_BLOCK_ROWS, seed=seed)
     feats["block_fill"] = est.fill
@@ -249,7 +258,9 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
 
 def _structure_stats(A: Any) -> dict[str, Any] | None:
     """:func:`matrix_stats`'s shape, row-length and diagonal keys, the occupied diagonals
-    marked by the compiled helper on the host's threads; None without it."""
+    marked by the compiled helper on the host's threads (up to :data:`DIAGONAL_COUNT_LIMIT`,
+    ``diagonals_exact``), the bandwidth from the rows' first and last columns; None without
+    the helper."""
     from schedules.sparse.inspectors import on_threads, row_ranges
     from schedules.sparse.native import inspect_helpers
 
@@ -260,14 +271,21 @@ def _structure_stats(A: Any) -> dict[str, Any] | None:
     lengths = row_lengths(A)
     ranges = row_ranges(A)
     marks = [np.zeros(max(m + n - 1, 1), dtype=np.uint8) for _ in ranges]
-    on_threads([lambda a=a, b=b, mk=mk: lib.tvmext_mark_diagonals(m, A.indptr.ctypes.data, A.indices.ctypes.data,
-                                                                  a, b, mk.ctypes.data)
-                for (a, b), mk in zip(ranges, marks)])
+    found = np.zeros(len(ranges), dtype=np.int64)
+
+    def mark(t: int, a: int, b: int) -> None:
+        found[t] = lib.tvmext_mark_diagonals(m, A.indptr.ctypes.data, A.indices.ctypes.data, a, b,
+                                             marks[t].ctypes.data, DIAGONAL_COUNT_LIMIT)
+
+    on_threads([lambda t=t, a=a, b=b: mark(t, a, b) for t, (a, b) in enumerate(ranges)])
+    exact = bool(found.max(initial=0) <= DIAGONAL_COUNT_LIMIT)
     for mk in marks[1:]:
         marks[0] |= mk
-    occupied = np.flatnonzero(marks[0]) if A.nnz else np.zeros(0, np.int64)
-    n_diag = int(occupied.size)
-    lo_off, hi_off = (int(occupied[0]) - (m - 1), int(occupied[-1]) - (m - 1)) if n_diag else (0, 0)
+    n_diag = int(np.count_nonzero(marks[0])) if A.nnz else 0
+    # sorted rows: a row's first and last columns are its extreme diagonals
+    full = np.flatnonzero(lengths)
+    lo_off = int((A.indices[A.indptr[full]] - full).min()) if full.size else 0
+    hi_off = int((A.indices[A.indptr[full + 1] - 1] - full).max()) if full.size else 0
     max_len = int(lengths.max()) if m else 0
     return {
         "rows": int(m), "cols": int(n), "nnz": int(A.nnz),
@@ -278,7 +296,7 @@ def _structure_stats(A: Any) -> dict[str, Any] | None:
             "empty_rows": int((lengths == 0).sum()), "histogram": row_length_histogram(lengths),
         },
         "bandwidth": max(-lo_off, hi_off, 0), "lower_bandwidth": max(0, -lo_off),
-        "upper_bandwidth": max(0, hi_off), "diagonals": n_diag,
+        "upper_bandwidth": max(0, hi_off), "diagonals": n_diag, "diagonals_exact": exact,
         "dia_fill": float(A.nnz / (n_diag * m)) if n_diag and m else 0.0,
         "ell_fill": float(A.nnz / (max_len * m)) if max_len and m else 0.0,
     }
@@ -322,9 +340,11 @@ class AnalyticCostModel:
 
     def __init__(self, *, value_bytes: int = 4, max_padding: float = 3.0,
                  bcsr_sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8), beta: float = 0.0,
-                 max_dia_streams: int = 16, l2_bytes: int | None = None, vector_bytes: int | None = None):
+                 max_dia_streams: int = 16, l2_bytes: int | None = None, vector_bytes: int | None = None,
+                 llc_bytes: int | None = None):
         self.value_bytes = value_bytes
         self.l2_bytes = l2_bytes  # per core; None: the host target's (hardware_facts)
+        self.llc_bytes = llc_bytes  # shared by the threads; None: the host target's
         self.vector_bytes = vector_bytes  # widest vector; None: the host target's
         self.max_padding = max_padding
         self.max_dia_streams = max_dia_streams
@@ -332,8 +352,8 @@ class AnalyticCostModel:
         self.beta = beta
 
     # -- per-format estimates: (A bytes, B row fetches, streamed?, stored slots) ------
-    def _estimates(self, f: dict[str, Any]) -> tuple[dict[Candidate, tuple[float, float, bool, float]],
-                                                     dict[str, str]]:
+    def _estimates(self, f: dict[str, Any], n_cols: int = 1) -> tuple[
+            dict[Candidate, tuple[float, float, bool, float]], dict[str, str]]:
         vb, m, nnz = self.value_bytes, f["rows"], f["nnz"]
         lengths = f.get("_row_lengths")
         est: dict[Candidate, tuple[float, float, bool, float]] = {}
@@ -358,8 +378,9 @@ class AnalyticCostModel:
         elif width:
             excluded["ell"] = f"max row {width} vs mean {f['row_length']['mean']:.1f}: too much padding"
         nd = f["diagonals"]
-        if nd > self.max_dia_streams:
-            excluded["dia"] = (f"{nd} occupied diagonals: more concurrent streams than the "
+        counted = "" if f.get("diagonals_exact", True) else "more than "  # the count stopped early
+        if nd > self.max_dia_streams or counted:
+            excluded["dia"] = (f"{counted}{nd} occupied diagonals: more concurrent streams than the "
                                f"{self.max_dia_streams} the prefetchers follow")
         elif nd and nd * m <= self.max_padding * nnz:
             est[Candidate("dia")] = (nd * (m * vb + 4), nd * m, True, nd * m)
@@ -370,27 +391,28 @@ class AnalyticCostModel:
             if 0 < w < width and coo > 0:
                 est[Candidate.of("hyb", width=w)] = (
                     ell_slots * (4 + vb) + coo * (8 + vb), ell_slots + coo, False, ell_slots + coo)
+            sell = Candidate.of("sell", C=8, sigma=256)
+            if n_cols > 1:
+                excluded[sell.label] = ("for N > 1 its executor runs CSR's row loop (vectorised over N) over "
+                                        "padded, permuted rows: never lighter than CSR")
+                return est, excluded
             slots = _sell_slots(lengths, 8, 256)
             if slots <= self.max_padding * nnz:
                 # perm (the output row of every slice row) + slice pointers and widths
-                est[Candidate.of("sell", C=8, sigma=256)] = (
+                est[sell] = (
                     slots * (4 + vb) + 4 * m + 8 * (m / 8 + 1), slots, False, slots)
         return est, excluded
 
     def scores(self, features: dict[str, Any], n_cols: int) -> tuple[dict[Candidate, float], dict[str, str]]:
         """Estimated cost of one product with ``n_cols`` columns, per candidate, in bytes of
         memory traffic (cache fetches and multiply-adds converted at their relative rates)."""
-        est, excluded = self._estimates(features)
-        sell = Candidate.of("sell", C=8, sigma=256)
-        if n_cols > 1 and est.pop(sell, None) is not None:
-            excluded[sell.label] = ("for N > 1 its executor runs CSR's row loop (vectorised over N) over "
-                                    "padded, permuted rows: never lighter than CSR")
+        est, excluded = self._estimates(features, n_cols)
         vb, m, k = self.value_bytes, features["rows"], features["cols"]
         b_row = n_cols * vb
         band = min(k, 2 * int(features.get("bandwidth", k)) + 1) * b_row
         if band <= self._l2_bytes():
             fetch = FETCH_FROM_L2
-        elif k * b_row <= LLC_BYTES:
+        elif k * b_row <= self._llc_bytes():
             fetch = FETCH_FROM_LLC
         else:
             fetch = 1.0
@@ -413,6 +435,16 @@ class AnalyticCostModel:
 
             self.vector_bytes = int(hardware_facts().vector_bytes)
         return self.vector_bytes
+
+    def _llc_bytes(self) -> int:
+        """Last-level cache the executor's threads share: the target's per-core L3 share times
+        its cores (:func:`~tvm_ext.target.hardware_facts`; sysfs on the host)."""
+        if self.llc_bytes is None:
+            from tvm_ext.target import hardware_facts
+
+            facts = hardware_facts()
+            self.llc_bytes = int(facts.l3_bytes) * max(int(facts.cores), 1)
+        return self.llc_bytes
 
     def _l2_bytes(self) -> int:
         if self.l2_bytes is None:

@@ -151,12 +151,19 @@ void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr
 }
 
 /* Occupied diagonals of rows [r0, r1): mark[col - i + M - 1] = 1 for every non-zero (the
- * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes. */
-void tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *indices, int64_t r0,
-                           int64_t r1, uint8_t *mark) {
+ * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes.
+ * Returns the diagonals this call marked first; once that passes limit (> 0) it stops: the
+ * matrix has more than limit diagonals, and the marks are incomplete. */
+int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *indices, int64_t r0,
+                              int64_t r1, uint8_t *mark, int64_t limit) {
+    int64_t found = 0;
     for (int64_t i = r0; i < r1; ++i) {
         uint8_t *row = mark + (M - 1 - i);
-        for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p)
+        for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p) {
+            found += !row[indices[p]];
             row[indices[p]] = 1;
+        }
+        if (limit > 0 && found > limit) break;
     }
+    return found;
 }
