@@ -1,7 +1,8 @@
 """Recipe-generated sparse executors vs the hand-written TVMScript templates, per format and N.
 
-For every matrix, format (CSR, COO, CSB, ELL, DIA, BCSR 4x4; ELL/DIA only where
-their padding stays below 3x, BCSR where 4x4 blocks are at least half full) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
+For every matrix, format (CSR, COO, CSB, ELL row- and column-major, DIA, BCSR 4x4,
+SELL-8-256, HYB; ELL/DIA only where their padding stays below 3x, BCSR where 4x4
+blocks are at least half full) and N in {1, 8, 32, 128} (N = 1 is SpMV), the executor
 generated from the format's recipe (``schedules.sparse.recipes``) and the
 library's hand-written one (``build_executor`` on the ``inspectors.to_*``
 container) are built with the same default knobs, checked against scipy, and
@@ -11,7 +12,7 @@ gives the geomean and worst ratio per format.  S-DIA (blocked diagonals, a
 format with no hand-written executor) is timed against the hand-written DIA.  Also times the SGD Diag and
 BlkDiag executors (one kernel launch per diagonal, ``schedules.sparse.recipes.sgd``).
 
-    python -m bench.sparse_recipes [--quick] [--out none]
+    python -m bench.sparse_recipes [--quick] [--out none] [--formats sell,hyb] [--no-sgd]
 """
 from __future__ import annotations
 
@@ -45,6 +46,9 @@ def _formats(A: sp.csr_array) -> dict[str, Callable[[], Any]]:
                                          "csb": lambda: I.to_csb(A)}
     if m and nnz / (m * max(int(lens.max()), 1)) >= 1 / 3:
         out["ell"] = lambda: I.to_ell(A, layout="row")
+        out["ell_col"] = lambda: I.to_ell(A, layout="col")
+    out["sell"] = lambda: I.to_sell(A)
+    out["hyb"] = lambda: I.to_hyb(A)
     ndiag = np.unique(A.tocoo().col.astype(np.int64) - A.tocoo().row).size
     if ndiag * m <= 3 * nnz:
         out["dia"] = lambda: I.to_dia(A)
@@ -68,7 +72,10 @@ def _time_pair(hand, gen, B, rounds: int = 4) -> tuple[float, float]:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    args = bench_args(__doc__.splitlines()[0], argv)
+    args = bench_args(__doc__.splitlines()[0], argv,
+                      formats={"default": None, "help": "comma-separated formats to run (default: all)"},
+                      no_sgd={"action": "store_true", "help": "skip the SGD Diag/BlkDiag timing"})
+    only = set(args.formats.split(",")) if args.formats else None
     from schedules.sparse.executors import build_executor
     from schedules.sparse.recipes import RECIPES, build_recipe_executor
 
@@ -81,6 +88,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         cases = [(f, f, formats[f]) for f in formats]
         cases += [(new, old, formats[old]) for new, old in NEW_FORMATS.items() if old in formats]
         for fname, hname, to_fmt in cases:
+            if only is not None and fname not in only:
+                continue
             fmt = to_fmt()
             recipe = RECIPES[fname]()
             gen_fmt = recipe.inspect(A)
@@ -99,7 +108,8 @@ def main(argv: Sequence[str] | None = None) -> None:
                 run.add({"matrix": mname, "format": fname, "hand": hname, "N": n, "nnz": int(A.nnz),
                          "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": th / tg,
                          "gen_slots": gen_fmt.slots})
-    _sgd(run, args.quick)
+    if not args.no_sgd:
+        _sgd(run, args.quick)
     _report(run)
 
 
@@ -121,7 +131,7 @@ def _report(run: BenchRun) -> None:
     for f in sorted({r["format"] for r in spmm}):
         xs = [r["ratio"] for r in spmm if r["format"] == f]
         vs = spmm[[r["format"] for r in spmm].index(f)]["hand"]
-        print(f"  {f:5s} vs hand-written {vs:5s} geomean {geomean(xs):.2f}x  worst {min(xs):.2f}x  "
+        print(f"  {f:7s} vs hand-written {vs:7s} geomean {geomean(xs):.2f}x  worst {min(xs):.2f}x  "
               f"({len(xs)} cases)")
     sgd = [r for r in run.rows if "sgd_ms" in r]
     if sgd:

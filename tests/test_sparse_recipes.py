@@ -226,3 +226,65 @@ def test_format_arrays_are_bound_by_role_not_name():
     fmt = csr_recipe().inspect(A)
     np.testing.assert_array_equal(fmt.arrays_with(Role.EXPLICIT, "k")[0], A.indices)
     assert fmt.slots == A.nnz and fmt.dtype == np.float32
+
+
+@settings(max_examples=12, deadline=None)
+@given(which=st.sampled_from(["sell", "hyb", "ell_col"]), m=st.integers(0, 45), k=st.integers(0, 30),
+       n=st.sampled_from([1, 5, 17]), density=st.sampled_from([0.0, 0.1, 0.4]), seed=st.integers(0, 99),
+       C=st.sampled_from([1, 3, 8]), sigma=st.sampled_from([1, 4, 64]), width=st.sampled_from([None, 0, 1, 3]),
+       parallel=st.sampled_from([None, True, False]))
+def test_sell_hyb_and_column_major_ell_equal_scipy(which, m, k, n, density, seed, C, sigma, width, parallel):
+    """Empty rows, empty matrices, chunks that do not divide M, every HYB split width."""
+    from schedules.sparse.executors.spec import ExecParams
+    from schedules.sparse.recipes.library import ell_col_recipe, hyb_recipe, sell_recipe
+
+    recipe = {"sell": lambda: sell_recipe(C, sigma), "hyb": lambda: hyb_recipe(width),
+              "ell_col": ell_col_recipe}[which]()
+    A = _matrix(m, k, density, seed) if m and k else sp.csr_array((m, k), dtype=np.float32)
+    rng = np.random.default_rng(seed)
+    kind = "spmv" if n == 1 else "spmm"
+    B = rng.random((k, n) if kind == "spmm" else k).astype(np.float32)
+    exe = build_recipe_executor(recipe, A, n, kind=kind, params=ExecParams(parallel=parallel))
+    ref = A @ B
+    np.testing.assert_allclose(exe(B), ref, rtol=1e-4, atol=1e-4)
+    C_in = rng.random(ref.shape).astype(np.float32)
+    np.testing.assert_allclose(exe(B, C_in, alpha=2.0, beta=-0.5), 2.0 * ref - 0.5 * C_in, rtol=1e-4, atol=1e-4)
+
+
+def test_sell_recipe_stores_what_to_sell_stores():
+    """Chunks padded to their own longest row, rows sorted inside sigma-windows (as inspectors.to_sell)."""
+    from schedules.sparse.inspectors import to_sell
+    from schedules.sparse.recipes.library import sell_recipe
+    from schedules.sparse.recipes.nest import Role
+
+    A = _matrix(45, 30, 0.15, 3)
+    fmt = sell_recipe(4, 8).inspect(A)
+    hand = to_sell(A, C=4, sigma=8)
+    perm = fmt.arrays_with(Role.PERMUTATION, "i")[0]
+    assert sorted(perm.tolist()) == list(range(45))
+    lens = np.diff(A.indptr)[perm]
+    for w in range(0, 45, 8):          # decreasing length inside each window
+        assert (np.diff(lens[w:w + 8]) <= 0).all()
+    np.testing.assert_array_equal(np.diff(fmt.arrays_with(Role.OFFSET)[0]), hand.slice_width)
+    assert fmt.slots == hand.data.size
+
+
+def test_hyb_recipe_splits_like_to_hyb():
+    from schedules.sparse.inspectors import to_hyb
+    from schedules.sparse.recipes.library import hyb_recipe
+
+    A = _matrix(40, 40, 0.1, 5)
+    A = sp.csr_array(A + sp.csr_array(np.triu(np.ones((40, 40), np.float32))[:3].tolist() + [[0] * 40] * 37))
+    for width in (None, 2):
+        fmt, hand = hyb_recipe(width).inspect(A), to_hyb(A, width)
+        ell, coo = fmt.values
+        assert ell.shape == (40, hand.ell.width) and coo.size == hand.coo.data.size > 0
+
+
+def test_column_major_ell_has_rows_innermost():
+    from schedules.sparse.recipes.library import ell_col_recipe, ell_recipe
+
+    A = _matrix(20, 12, 0.3, 2)
+    row, col = ell_recipe().inspect(A), ell_col_recipe().inspect(A)
+    np.testing.assert_array_equal(col.values[0], row.values[0].T)
+    assert col.values[0].shape == (int(np.diff(A.indptr).max()), 20)

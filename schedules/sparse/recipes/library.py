@@ -9,11 +9,12 @@ import numpy as np
 
 from schedules.sparse.recipes.recipe import Recipe
 from schedules.sparse.recipes.schedule import Reorder, RowTile, Scatter
+from schedules.sparse.recipes.split import SplitRecipe
 from schedules.sparse.recipes.steps import (Compact, CompactAndPad, Known, MakeDense, Normalize, Permute,
-                                            Shift, Skew, Tile)
+                                            Shift, Skew, SortRows, SplitAt, Tile)
 
-__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe", "bcsr_recipe",
-           "sdia_recipe", "RECIPES"]
+__all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "ell_col_recipe", "dia_recipe", "csb_recipe",
+           "bcsr_recipe", "sdia_recipe", "sell_recipe", "hyb_recipe", "RECIPES"]
 
 
 def csr_recipe() -> Recipe:
@@ -36,6 +37,57 @@ def ell_recipe() -> Recipe:
     return Recipe("ell", (Normalize("j"), Known("j", "W", _longest_row),
                           CompactAndPad(("i",), identity={"data": 0, "col": 0}, arrays=("data", "col"),
                                         keep_empty=True)), (RowTile(),))
+
+
+def ell_col_recipe() -> Recipe:
+    """Column-major ELL (the GPU layout, §5.3): ELL's steps with the position loop ``j`` moved
+    outside the rows before compact-and-pad, so ``a_data[j, i]`` has the rows innermost; the
+    executor reorders the row outermost (SpMV then reads ``lanes`` rows as one vector)."""
+    _ell_pad = {"data": 0, "col": 0}
+    return Recipe("ell_col", (Normalize("j"), Known("j", "W", _longest_row), Permute(("j", "i")),
+                              CompactAndPad(("j",), identity=_ell_pad, arrays=("data", "col"), keep_empty=True)),
+                  (Reorder(("i", "j")), RowTile()))
+
+
+def sell_recipe(C: int = 8, sigma: int | None = None) -> Recipe:
+    """SELL-C-sigma (Kreutzer et al. 2014): ELL's normalise, rows sorted by length inside
+    windows of ``sigma`` rows (default ``32 * C``), rows tiled into chunks of ``C``, the
+    position loop moved between chunk and row, compact-and-pad the positions *per chunk*
+    (each chunk padded to its own longest row, column-major inside the chunk).  SpMM keeps a
+    chunk row's accumulators across its positions; SpMV runs the chunk's rows together."""
+    sigma = 32 * C if sigma is None else sigma
+    return Recipe(f"sell{C}x{sigma}", (Normalize("j"), SortRows(sigma), Known("j", "W", _longest_row),
+                                       Tile("i", C), Permute(("ii", "j", "i")),
+                                       CompactAndPad(("j",), identity={"data": 0, "col": 0}, arrays=("data", "col"))),
+                  (Reorder(("ii", "i", "p"), kinds=("spmm",)), RowTile()))
+
+
+def _hyb_width(csr) -> int:
+    from schedules.sparse.inspectors import choose_hyb_width
+
+    return int(choose_hyb_width(csr))
+
+
+def hyb_recipe(width: int | None = None) -> SplitRecipe:
+    """HYB (Bell & Garland; §9.6's split ``j < W``): each row's first ``W`` entries as
+    column-major ELL (:func:`ell_col_recipe`'s steps), the rest as row-sorted COO; ``width=None`` picks ``W`` by the storage model of
+    ``inspectors.choose_hyb_width``."""
+    w = _hyb_width if width is None else _FixedWidth(int(width))
+    ell = Recipe("hyb_ell", (Normalize("j"), Known("j", "W", w), Permute(("j", "i")),
+                             CompactAndPad(("j",), identity={"data": 0, "col": 0}, arrays=("data", "col"),
+                                           keep_empty=True)), (Reorder(("i", "j")), RowTile()))
+    coo = Recipe("hyb_coo", (MakeDense(), Compact(("i", "k"))), (Scatter(),))
+    return SplitRecipe("hyb" if width is None else f"hyb{width}", SplitAt("j", "W", w), (ell, coo))
+
+
+class _FixedWidth:
+    """A fixed HYB width ``W`` (the same object bounds the split and the ELL part)."""
+
+    def __init__(self, width: int):
+        self.width = width
+
+    def __call__(self, csr) -> int:
+        return self.width
 
 
 def dia_recipe() -> Recipe:
@@ -71,5 +123,6 @@ def sdia_recipe(T: int = 8) -> Recipe:
 
 
 #: Recipe factories by format name.
-RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "dia": dia_recipe, "csb": csb_recipe,
-           "bcsr": bcsr_recipe, "sdia": sdia_recipe}
+RECIPES = {"csr": csr_recipe, "coo": coo_recipe, "ell": ell_recipe, "ell_col": ell_col_recipe,
+           "dia": dia_recipe, "csb": csb_recipe, "bcsr": bcsr_recipe, "sdia": sdia_recipe,
+           "sell": sell_recipe, "hyb": hyb_recipe}

@@ -27,8 +27,8 @@ from typing import Callable, Sequence
 from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, subst
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["naive_primfunc", "row_tile_primfunc", "row_structure", "dense_operands",
-           "simplify_guards", "is_row_tile"]
+__all__ = ["naive_primfunc", "row_tile_primfunc", "emit_row_tile", "row_tile_part", "part_buffer",
+           "row_structure", "row_position", "dense_operands", "simplify_guards", "is_row_tile"]
 
 #: Tier widths below this use a masked serial remainder (mirrors the text executors).
 MIN_LANES = 4
@@ -220,6 +220,8 @@ def naive_primfunc(nest: SparseNest):
                     scale(n)
             else:
                 scale(None)
+        if found is not None and row_position(nest)[1] is not None:
+            found = None           # rows through a permutation: the generic scale-then-update form
         if found is None or found[1] != 1:
             with f.loop("serial", 0, M, "r") as r:
                 with T.sblock("scale"):
@@ -329,7 +331,8 @@ def row_structure(nest: SparseNest):
         return None
     lv = nest.levels[0]
     ana = tvm.sym.Analyzer()
-    if nest.row.same_as(lv.var) and ana.can_prove_equal(lv.lo, 0) \
+    pos = row_position(nest)[0]
+    if pos.same_as(lv.var) and ana.can_prove_equal(lv.lo, 0) \
             and ana.can_prove_equal(lv.hi, nest.sizes["M"]):
         return lv, 1, None
     if nest.meta.get("row_blocks") != lv.name or not ana.can_prove_equal(lv.lo, 0):
@@ -338,14 +341,47 @@ def row_structure(nest: SparseNest):
         ext = ana.simplify(r.hi - r.lo)
         if r.existential or not hasattr(ext, "value") or not ana.can_prove_equal(r.lo, 0):
             continue
-        if ana.can_prove_equal(nest.row - (lv.var * int(ext.value) + r.var), 0):
+        if ana.can_prove_equal(pos - (lv.var * int(ext.value) + r.var), 0):
             return lv, int(ext.value), r
     return None
+
+
+def row_position(nest: SparseNest) -> tuple:
+    """``(position, perm)``: the output row is ``perm[position]`` when it is read through a row
+    permutation of the format (SELL's sorted rows), else ``(row, None)``."""
+    from tvm.ir.expr import TensorLoad
+
+    from schedules.sparse.recipes.nest import Role
+
+    row = nest.row
+    if isinstance(row, TensorLoad) and len(row.indices) == 1:
+        role = nest.roles.get(row.source.name)
+        if role is not None and role.role is Role.PERMUTATION:
+            return row.indices[0], row.source
+    return row, None
 
 
 def is_row_tile(nest: SparseNest) -> bool:
     """Whether the outermost loop owns consecutive output rows (see :func:`row_structure`)."""
     return row_structure(nest) is not None
+
+
+def part_buffer(name: str = "part"):
+    """The ``int32`` boundaries of a parallel loop's parts (a kernel parameter)."""
+    from tvm import tirx
+
+    return tirx.decl_buffer((tirx.Var(f"{name.upper()}_N", "int32"),), "int32", name)
+
+
+def row_tile_part(nest: SparseNest, kernel) -> str | None:
+    """The part array :func:`emit_row_tile` takes: ``"rows:R"`` (outer-loop boundaries) when
+    parallel; :class:`ScheduleError` when the outermost loop does not own the output rows."""
+    found = row_structure(nest)
+    if found is None:
+        raise ScheduleError("row_tile: the outermost loop must own the output rows (the row over "
+                            "[0, M) or a tile of it); reorder the loops first (outermost is "
+                            f"{nest.levels[0].name if nest.levels else None}, row is {nest.row})")
+    return f"rows:{found[1]}" if kernel.parallel else None
 
 
 def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
@@ -357,35 +393,37 @@ def row_tile_primfunc(nest: SparseNest, kernel) -> tuple:
     ``kernel.parallel`` the kernel takes a ``part`` array of outer-loop
     boundaries (kind ``"rows:R"``) after the format arrays.
     """
-    from tvm import tirx
+    kind = row_tile_part(nest, kernel)
+    part = part_buffer() if kind else None
+    with _Func(nest, f"recipe_row_{nest.kind}", [part] if part is not None else []) as f:
+        emit_row_tile(f, nest, kernel, part)
+    return f.get(), kind
 
-    found = row_structure(nest)
-    if found is None:
-        raise ScheduleError("row_tile: the outermost loop must own the output rows (the row over "
-                            "[0, M) or a tile of it); reorder the loops first (outermost is "
-                            f"{nest.levels[0].name if nest.levels else None}, row is {nest.row})")
-    outer, rows, row_level = found
+
+def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
+    """Emit the row-tile executor's loops into ``f`` (``part``: the parallel parts or None):
+    every output row is written, ``C_out = alpha * acc + beta * C_in``."""
+    row_tile_part(nest, kernel)
+    outer, rows, row_level = row_structure(nest)
     inner = nest.levels[1:]
-    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if kernel.parallel else None
     guards = simplify_guards(nest, nest.guards)
     spmv = nest.kind == "spmv"
-    with _Func(nest, f"recipe_row_{nest.kind}", [part] if part is not None else []) as f:
-        tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
+    tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
+    perm = row_position(nest)[1]
 
-        def row_body(i):
-            for tier in tiers:
-                chains = kernel.chains(tier.unroll * rows, spmv)
-                _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner, guards)
+    def row_body(i):
+        for tier in tiers:
+            chains = kernel.chains(tier.unroll * rows, spmv)
+            _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner, guards, perm)
 
-        if kernel.parallel:
-            NP = part.shape[0]
-            with f.loop("parallel", 0, NP - 1, "t") as t:
-                with f.loop("serial", part[t], part[t + 1], "i") as i:
-                    row_body(i)
-        else:
-            with f.loop("serial", 0, outer.hi, "i") as i:
+    if part is not None:
+        NP = part.shape[0]
+        with f.loop("parallel", 0, NP - 1, "t") as t:
+            with f.loop("serial", part[t], part[t + 1], "i") as i:
                 row_body(i)
-    return f.get(), (f"rows:{rows}" if part is not None else None)
+    else:
+        with f.loop("serial", 0, outer.hi, "i") as i:
+            row_body(i)
 
 
 #: Constant inner loops up to this trip count are unrolled (a block's rows/columns).
@@ -393,7 +431,7 @@ UNROLL_EXTENT = 8
 
 
 def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: Level, rows: int,
-               row_level, inner: Sequence[Level], guards: Sequence) -> None:
+               row_level, inner: Sequence[Level], guards: Sequence, perm=None) -> None:
     from contextlib import ExitStack
 
     T = f.T
@@ -441,11 +479,13 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
             with f.loop("unroll", 0, rows, "r") as r:
                 row = out_row(r)
                 with _if(T, None if rows == 1 else row < M):
+                    c_row = row if perm is None else perm[row]      # SELL: rows through perm
+
                     def one(lane):
                         rhs = f.alpha * acc[r, lane]
                         if with_beta:
-                            rhs = rhs + f.beta * f.c(f.C_in, row, col(lane))
-                        f.store(f.C_out, rhs, [row, col(lane)] if not nest.kind == "spmv" else [row])
+                            rhs = rhs + f.beta * f.c(f.C_in, c_row, col(lane))
+                        f.store(f.C_out, rhs, [c_row, col(lane)] if not nest.kind == "spmv" else [c_row])
                     _lanes(f, tier, one)
         with T.If(f.beta == _const(0, dtype)):
             with T.Then():

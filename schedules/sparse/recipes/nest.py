@@ -61,6 +61,8 @@ class Role(enum.Enum):
     EXPLICIT = "explicit"
     #: compact-and-pad's ``A'``: a copied array in padded blocks (``of``: data, col or row)
     COPY = "copy"
+    #: an inspector's renumbering of a loop, ``perm[new] = old`` (``of``: the loop's name)
+    PERMUTATION = "permutation"
 
 
 @dataclass(frozen=True)

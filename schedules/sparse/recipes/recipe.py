@@ -102,13 +102,16 @@ class Recipe:
         return _NESTS[key]
 
     def _nest(self, dtype: str, kind: str, upto: int | None) -> SparseNest:
-        nest = nest_from_primfunc(csr_loop_nest(check_dtype(dtype), kind))
+        return self.transform(nest_from_primfunc(csr_loop_nest(check_dtype(dtype), kind)), kind, upto=upto)
+
+    def transform(self, nest: SparseNest, kind: str, *, upto: int | None = None) -> SparseNest:
+        """``nest`` after the steps (``upto``: only the first ``upto``) and the reorders for ``kind``."""
         steps = self.steps if upto is None else self.steps[:upto]
         for s in steps:
             nest = s.on_nest(nest)
         if upto is None:
             for s in self.schedule:
-                if isinstance(s, Reorder):
+                if isinstance(s, Reorder) and kind in s.kinds:
                     nest = s.on_nest(nest)
         return nest
 
@@ -137,15 +140,40 @@ class Recipe:
 
     def _lower(self, dtype, kind, params):
         nest = self.nest(dtype, kind)
-        how = self._lowering()
-        if how is None:
+        if self._lowering() is None:
             return lower.naive_primfunc(nest), False
-        kernel = MicroKernel.from_params(params)
+        part_kind, emit = self.plan(nest, MicroKernel.from_params(params))
+        part = lower.part_buffer() if part_kind else None
+        with lower._Func(nest, f"{self.name}_{kind}", [part] if part is not None else []) as f:
+            emit(f, part, scale=True)
+        return f.get(), part_kind
+
+    def plan(self, nest: SparseNest, kernel: MicroKernel) -> tuple:
+        """``(part kind, emit)``: the part array the schedule's lowering needs (or None) and
+        ``emit(func, part, scale=)`` writing its loops into a PrimFunc under construction."""
+        how = self._lowering()
         if isinstance(how, RowTile):
             if how.vector_rows and vector_rows.vector_rows_fit(nest):
-                return vector_rows.vector_rows_primfunc(nest, kernel)
-            return lower.row_tile_primfunc(nest, kernel)
-        return scatter.scatter_primfunc(nest, kernel, row_sorted=_row_sorted(nest), row_runs=_row_runs(nest))
+                return (vector_rows.vector_rows_part(nest, kernel),
+                        lambda f, part, scale: vector_rows.emit_vector_rows(f, nest, kernel, part))
+            return (lower.row_tile_part(nest, kernel),
+                    lambda f, part, scale: lower.emit_row_tile(f, nest, kernel, part))
+        if isinstance(how, Scatter):
+            sorted_, runs = _row_sorted(nest), _row_runs(nest)
+            return (scatter.scatter_part(nest, kernel, row_sorted=sorted_),
+                    lambda f, part, scale: scatter.emit_scatter(f, nest, kernel, part, row_sorted=sorted_,
+                                                                row_runs=runs, scale=scale))
+        raise ScheduleError(f"recipe {self.name}: the schedule names no lowering (row_tile or scatter)")
+
+    def part_nests(self, dtype: str, kind: str, params: ExecParams) -> list:
+        """``[(nest, part kind)]`` in executor-argument order (one entry; a split recipe has more)."""
+        return [(self.nest(dtype, kind), self._primfunc(dtype, kind, params)[1])]
+
+    def acc_rows(self, dtype: str) -> int:
+        """Output rows one SpMM block holds in registers (bounds the column tile's vectors)."""
+        nest = self.nest(dtype, "spmm")
+        found = lower.row_structure(nest) if isinstance(self._lowering(), RowTile) else None
+        return found[1] if found else 1
 
     def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
         """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""
@@ -164,9 +192,21 @@ class Recipe:
         from tvm_ext.workloads.validation import canonical_csr
 
         csr = canonical_csr(A, dtype=dtype)
-        nest = self.nest(csr.dtype.name, "spmm")
-        x: Any = tf.csr_space(csr)
+        arrays, sizes, comp_meta, history = self.inspect_space(tf.csr_space(csr), csr,
+                                                               self.nest(csr.dtype.name, "spmm"))
+        return GeneratedFormat(self.name, tuple(csr.shape), arrays,
+                               {"sizes": sizes, "compaction": comp_meta, "history": history},
+                               dict(self.nest(csr.dtype.name, "spmm").roles))
+
+    def inspect_space(self, x, csr, nest: SparseNest) -> tuple:
+        """Run the steps on iteration space ``x`` of ``csr``: ``(arrays by name of nest's buffers,
+        sizes, compaction metadata, history)``."""
+        from schedules.sparse import transforms as tf
+
+        made: dict = {}                 # arrays steps other than compaction make (a row permutation)
         for s in self.steps:
+            if hasattr(s, "inspected"):
+                made.update(s.inspected(x))
             x = s.on_space(x, csr)
         if not isinstance(x, tf.Compaction):
             raise ScheduleError(f"recipe {self.name}: the last step must compact (compact or "
@@ -174,9 +214,10 @@ class Recipe:
         m, k = csr.shape
         comp_meta = nest.meta.get("compaction", {})
         arrays = {}
-        sizes = {"M": m, "K": k}
+        sizes: dict = {"M": m, "K": k}
         for name, buf in nest.buffers.items():
-            arrays[name] = _array(name, nest.roles.get(name), x, comp_meta)
+            role = nest.roles.get(name)
+            arrays[name] = _int32(made[role], name) if role in made else _array(name, role, x, comp_meta)
         for name, buf in nest.buffers.items():
             for dim, n in zip(buf.shape, arrays[name].shape):
                 if hasattr(dim, "name"):
@@ -184,9 +225,7 @@ class Recipe:
         for s in self.steps:
             if hasattr(s, "bound") and s.size not in sizes:
                 sizes[s.size] = s.bound(csr)
-        return GeneratedFormat(self.name, (m, k), arrays,
-                               {"sizes": sizes, "compaction": comp_meta, "history": x.space.history},
-                               dict(nest.roles))
+        return arrays, sizes, comp_meta, x.space.history
 
     # ------------------------------------------------------------------ display
     def __str__(self) -> str:
@@ -261,13 +300,15 @@ def _int32(a: np.ndarray, what: str) -> np.ndarray:
     return np.ascontiguousarray(a, dtype=np.int32)
 
 
-def _resolve(params: ExecParams | None, dtype: str, kind: str, n_cols, target, work=None) -> ExecParams:
+def _resolve(params: ExecParams | None, dtype: str, kind: str, n_cols, target, work=None,
+             acc_rows: int = 1) -> ExecParams:
     p = params or ExecParams()
     if kind == "spmv" and p.unroll is None:
         from schedules.sparse.executors.csr import SPMV_PARTIAL_SUMS
 
         p = dataclasses.replace(p, unroll=SPMV_PARTIAL_SUMS)
-    return p.resolve(dtype, n_cols if kind == "spmm" else 1, target, work=work)
+    return p.resolve(dtype, n_cols if kind == "spmm" else 1, target, work=work,
+                     acc_rows=acc_rows if kind == "spmm" else 1)
 
 
 class RecipeKernels(FormatKernels):
@@ -280,13 +321,15 @@ class RecipeKernels(FormatKernels):
         self.format_name = recipe.name
 
     def check(self, fmt) -> None:
-        nest = self.recipe.nest(fmt.dtype.name)
-        missing = [n for n in nest.buffers if n not in fmt.arrays]
+        if fmt.name != self.recipe.name:
+            raise InputError(f"{self.recipe.name}: got a matrix inspected by recipe {fmt.name!r}")
+        missing = [n for n in fmt.roles if n not in fmt.arrays]
         if missing:
             raise InputError(f"{self.recipe.name}: format arrays missing: {missing}")
 
     def resolve(self, fmt, params, dtype, kind, n_cols, target):
-        return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt))
+        return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt),
+                        acc_rows=self.recipe.acc_rows(dtype))
 
     def primfunc(self, fmt, params, kind, transpose):
         return self.recipe._primfunc(fmt.dtype.name, kind, params)[0]
@@ -295,11 +338,11 @@ class RecipeKernels(FormatKernels):
         return ("recipe", self.recipe.key(), kind, fmt.dtype.name, params.kernel_key())
 
     def arrays(self, fmt, params, kind, transpose, threads):
-        nest = self.recipe.nest(fmt.dtype.name, kind)
-        out = [fmt.arrays[n] for n in nest.buffers]
-        part_kind = self.recipe._primfunc(fmt.dtype.name, kind, params)[1]
-        if part_kind:
-            out.append(self._part(fmt, nest, params, threads, part_kind))
+        out = []
+        for nest, part_kind in self.recipe.part_nests(fmt.dtype.name, kind, params):
+            out += [fmt.arrays[n] for n in nest.buffers]
+            if part_kind:
+                out.append(self._part(fmt, nest, params, threads, part_kind))
         return out
 
     def _part(self, fmt, nest, params, threads, part_kind: str) -> np.ndarray:

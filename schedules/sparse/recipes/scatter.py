@@ -17,10 +17,10 @@ from __future__ import annotations
 from typing import Callable, Sequence
 
 from schedules.sparse.recipes.lower import (_const, _emit_levels, _Func, _if, _lanes, _Tier, _tiers,
-                                            simplify_guards)
+                                            part_buffer, simplify_guards)
 from schedules.sparse.recipes.nest import SparseNest, subst
 
-__all__ = ["scatter_primfunc"]
+__all__ = ["scatter_primfunc", "scatter_part", "emit_scatter"]
 
 
 def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool, row_runs: bool = False) -> tuple:
@@ -32,17 +32,29 @@ def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool, row_runs: bo
     entries are sorted by row within each iteration of the loops outside it (segmented sums
     apply there too).  Returns ``(PrimFunc, part kind)``.
     """
-    from tvm import tirx
+    kind = scatter_part(nest, kernel, row_sorted=row_sorted)
+    part = part_buffer() if kind else None
+    with _Func(nest, f"recipe_scatter_{nest.kind}", [part] if part is not None else []) as f:
+        emit_scatter(f, nest, kernel, part, row_sorted=row_sorted, row_runs=row_runs)
+    return f.get(), kind
 
-    parallel = bool(kernel.parallel and row_sorted and nest.levels)
-    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if parallel else None
+
+def scatter_part(nest: SparseNest, kernel, *, row_sorted: bool) -> str | None:
+    """The part array :func:`emit_scatter` takes: ``"chunks"`` (row-aligned entry chunks)."""
+    return "chunks" if kernel.parallel and row_sorted and nest.levels else None
+
+
+def emit_scatter(f: _Func, nest: SparseNest, kernel, part, *, row_sorted: bool, row_runs: bool = False,
+                 scale: bool = True) -> None:
+    """Emit the scatter executor into ``f``; ``scale=False`` adds into ``C_out`` as it is
+    (a later part of a split format: HYB's COO remainder after its ELL part)."""
     guards = simplify_guards(nest, nest.guards)
     spmv = nest.kind == "spmv"
     M = nest.sizes["M"]
-    with _Func(nest, f"recipe_scatter_{nest.kind}", [part] if part is not None else []) as f:
-        T = f.T
-        tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
-        loop_kind = "parallel" if kernel.parallel else "serial"
+    T = f.T
+    tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
+    loop_kind = "parallel" if kernel.parallel else "serial"
+    if scale:
         with f.loop(loop_kind, 0, M, "r") as r:
             with T.If(f.beta == _const(0, nest.dtype)):
                 with T.Then():
@@ -52,39 +64,38 @@ def scatter_primfunc(nest: SparseNest, kernel, *, row_sorted: bool, row_runs: bo
                     _all_columns(f, tiers, lambda c: f.store(
                         f.C_out, f.beta * f.c(f.C_in, r, c), [r, c] if not spmv else [r]))
 
-        def update(vmap):
-            row, b_row, val = (subst(e, vmap) for e in (nest.row, nest.col, nest.value))
-            scaled = f.alpha * val
-            _all_columns(f, tiers, lambda c: f.store(
-                f.C_out, f.c(f.C_out, row, c) + scaled * f.c(f.B, b_row, c), [row, c] if not spmv else [row]))
+    def update(vmap):
+        row, b_row, val = (subst(e, vmap) for e in (nest.row, nest.col, nest.value))
+        scaled = f.alpha * val
+        _all_columns(f, tiers, lambda c: f.store(
+            f.C_out, f.c(f.C_out, row, c) + scaled * f.c(f.B, b_row, c), [row, c] if not spmv else [row]))
 
-        blocks = nest.meta.get("row_blocks")
-        if row_sorted and len(nest.levels) == 1 and not guards:
-            lv = nest.levels[0]
-            if part is not None:
-                NP = part.shape[0]
-                with f.loop("parallel", 0, NP - 1, "t") as t:
-                    _segmented_runs(f, nest, tiers, lambda ax, vm: (part[ax[0]], part[ax[0] + 1]),
-                                    [("t", NP - 1, t, None)])
-            else:
-                _segmented_runs(f, nest, tiers, lambda ax, vm: (lv.lo, lv.hi), [])
-        elif kernel.parallel and nest.levels and nest.levels[0].name == blocks:
-            # each iteration of the row-tile loop owns its own output rows: no write conflicts
-            first, rest = nest.levels[0], nest.levels[1:]
-            if row_runs and not guards:
-                _blocked_runs(f, nest, tiers)
-            else:
-                with f.loop("parallel", first.lo, first.hi, first.name) as b:
-                    _emit_levels(f, rest, guards, {first.var: b}, update)
-        elif parallel:
-            first, rest = nest.levels[0], nest.levels[1:]
+    blocks = nest.meta.get("row_blocks")
+    if row_sorted and len(nest.levels) == 1 and not guards:
+        lv = nest.levels[0]
+        if part is not None:
             NP = part.shape[0]
             with f.loop("parallel", 0, NP - 1, "t") as t:
-                with f.loop("serial", part[t], part[t + 1], first.name) as p:
-                    _emit_levels(f, rest, guards, {first.var: p}, update)
+                _segmented_runs(f, nest, tiers, lambda ax, vm: (part[ax[0]], part[ax[0] + 1]),
+                                [("t", NP - 1, t, None)])
         else:
-            _emit_levels(f, nest.levels, guards, {}, update)
-    return f.get(), ("chunks" if part is not None else None)
+            _segmented_runs(f, nest, tiers, lambda ax, vm: (lv.lo, lv.hi), [])
+    elif kernel.parallel and nest.levels and nest.levels[0].name == blocks:
+        # each iteration of the row-tile loop owns its own output rows: no write conflicts
+        first, rest = nest.levels[0], nest.levels[1:]
+        if row_runs and not guards:
+            _blocked_runs(f, nest, tiers)
+        else:
+            with f.loop("parallel", first.lo, first.hi, first.name) as b:
+                _emit_levels(f, rest, guards, {first.var: b}, update)
+    elif part is not None:
+        first, rest = nest.levels[0], nest.levels[1:]
+        NP = part.shape[0]
+        with f.loop("parallel", 0, NP - 1, "t") as t:
+            with f.loop("serial", part[t], part[t + 1], first.name) as p:
+                _emit_levels(f, rest, guards, {first.var: p}, update)
+    else:
+        _emit_levels(f, nest.levels, guards, {}, update)
 
 
 def _segmented_runs(f: _Func, nest: SparseNest, tiers: Sequence[_Tier], lo_hi, axes) -> None:

@@ -57,10 +57,12 @@ class Reorder:
     """Permute the compacted nest's loops (``order`` outer to inner)."""
 
     order: tuple
+    kinds: tuple = ("spmm", "spmv")
 
     @property
     def label(self) -> str:
-        return f"reorder({', '.join(self.order)})"
+        only = "" if set(self.kinds) >= {"spmm", "spmv"} else f" [{', '.join(self.kinds)}]"
+        return f"reorder({', '.join(self.order)}){only}"
 
     def on_nest(self, nest: SparseNest) -> SparseNest:
         return permute_levels(nest, self.order, self.label)

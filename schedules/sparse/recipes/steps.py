@@ -38,7 +38,7 @@ from schedules.sparse.recipes.nest import (BufferRole, Level, Role, SparseNest, 
                                            loads)
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["Step", "MakeDense", "Tile", "Skew", "Shift", "Permute", "Normalize", "Known", "Project", "Compact",
+__all__ = ["Step", "MakeDense", "Tile", "SortRows", "SplitAt", "Skew", "Shift", "Permute", "Normalize", "Known", "Project", "Compact",
            "CompactAndPad", "resolve_size"]
 
 def resolve_size(value, m, k):
@@ -178,13 +178,80 @@ class Tile(Step):
         new = [Level(o, _simplify(tirx.FloorDiv(lv.lo, s)), _simplify(tirx.FloorDiv(lv.hi - 1, s) + 1)),
                Level(r, _simplify(r * 0), _simplify(r * 0 + s))]
         out = _replace_level(nest, self.level, new, value, note, _range_guards(value, lv.lo, lv.hi))
-        if nest.row.same_as(lv.var):     # the outer tile owns disjoint output rows
+        if nest.row.same_as(lv.var) or _permuted(nest, nest.row, lv.var):
+            # the outer tile owns disjoint output rows
             out = dataclasses.replace(out, meta=dict(out.meta, row_blocks=outer))
         return out
 
     def on_space(self, space, csr):
         outer, inner = self._names()
         return tf.tile(space, self.level, int(self.size), outer, inner)
+
+
+def _permuted(nest: SparseNest, expr, var) -> bool:
+    """Whether ``expr`` is ``perm[var]`` for a row permutation ``perm`` of the nest."""
+    from tvm.ir.expr import TensorLoad
+
+    if not (isinstance(expr, TensorLoad) and len(expr.indices) == 1 and expr.indices[0].same_as(var)):
+        return False
+    role = nest.roles.get(expr.source.name)
+    return role is not None and role.role is Role.PERMUTATION
+
+
+@dataclass(frozen=True)
+class SortRows(Step):
+    """Renumber the row loop ``level`` by decreasing row length inside windows of ``window``
+    rows (SELL-C-sigma's sigma-sort, Kreutzer et al. 2014): the inspector computes
+    ``perm[new] = old`` (a format array), the executor reads the row as ``perm[level]``."""
+
+    window: int
+    level: str = "i"
+
+    @property
+    def label(self) -> str:
+        return f"sort_rows({self.level}, window={self.window})"
+
+    def on_nest(self, nest: SparseNest) -> SparseNest:
+        import tvm
+
+        note = self.label
+        if isinstance(self.window, bool) or int(self.window) != self.window or self.window < 1:
+            raise ScheduleError(f"{note}: the window must be a positive integer")
+        lv = nest.level(self.level, note)
+        ana = tvm.sym.Analyzer()
+        if not (nest.row.same_as(lv.var) and ana.can_prove_equal(lv.lo, 0)
+                and ana.can_prove_equal(lv.hi, nest.sizes["M"])):
+            raise ScheduleError(f"{note}: loop {self.level} must be the output row over [0, M) "
+                                f"(row is {nest.row}, range [{lv.lo}, {lv.hi}))")
+        name = f"perm_{self.level}"
+        if name in nest.buffers:
+            raise ScheduleError(f"{note}: loop {self.level} is already renumbered")
+        perm = format_buffer(name, (nest.sizes["M"],), "int32")
+        v = _var(self.level)
+        out = _replace_level(nest, self.level, [Level(v, lv.lo, lv.hi)], perm[v], note)
+        return dataclasses.replace(out, buffers=dict(nest.buffers, **{name: perm}),
+                                   roles=dict(nest.roles, **{name: BufferRole(Role.PERMUTATION, self.level)}))
+
+    def permutation(self, space) -> "np.ndarray":
+        """``perm[new] = old``: rows by decreasing length, stable, inside each window."""
+        import numpy as np
+
+        m = space.extent(self.level)
+        counts = np.bincount(space.coords[self.level], minlength=m)[:m]
+        new = np.arange(m)
+        return np.lexsort((new, -counts, new // int(self.window))).astype(np.int64)
+
+    def on_space(self, space, csr):
+        import numpy as np
+
+        perm = self.permutation(space)
+        new_of_old = np.empty_like(perm)
+        new_of_old[perm] = np.arange(perm.size)
+        return tf.reorder(space, self.level, new_of_old)
+
+    def inspected(self, space) -> dict:
+        """The arrays this step gives the format, by role."""
+        return {BufferRole(Role.PERMUTATION, self.level): self.permutation(space)}
 
 
 @dataclass(frozen=True)
@@ -324,7 +391,11 @@ class Known(Step):
         note = self.label
         lv = nest.level(self.level, note)
         if self.size in nest.sizes:
-            raise ScheduleError(f"{note}: size {self.size!r} is already defined")
+            if nest.meta.get("size_values", {}).get(self.size) is not self.value:
+                raise ScheduleError(f"{note}: size {self.size!r} is already defined")
+            w = nest.sizes[self.size]          # the same size a split bounded (HYB's W)
+            v = _var(self.level)
+            return _replace_level(nest, self.level, [Level(v, lv.lo, w)], v, note, [v < lv.hi])
         w = _var(self.size)
         v = _var(self.level)
         sizes = dict(nest.sizes, **{self.size: w})
@@ -493,7 +564,11 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     for a in arrays:
         if a not in _ARRAY_OF:
             raise ScheduleError(f"{note}: unknown array {a!r}: expected 'data', 'col' or 'row'")
-    sources = list(nest.buffers.values())
+    # the CSR's arrays are what compaction replaces; arrays an earlier step made (a row
+    # permutation) stay parameters of the executor
+    kept = {n: b for n, b in nest.buffers.items()
+            if n in nest.roles and nest.roles[n].role is not Role.SOURCE}
+    sources = [b for n, b in nest.buffers.items() if n not in kept]
     for lv in outer + comp + inner:
         if _reads_source(lv.lo, sources) + _reads_source(lv.hi, sources):
             if lv in inner or lv in comp:
@@ -504,8 +579,8 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
             raise ScheduleError(f"{note}: the range of inner loop {lv.name} depends on an outer loop")
     dtype = nest.dtype
     sizes = dict(nest.sizes)
-    buffers: dict = {}
-    roles: dict = {}
+    buffers: dict = dict(kept)
+    roles: dict = {n: nest.roles[n] for n in kept}
     prefix = str(nest.meta.get("part_prefix", ""))
     new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers, roles,
                                                           prefix)
@@ -545,3 +620,56 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
 
 def _simplify_level(lv: Level) -> Level:
     return dataclasses.replace(lv, lo=_simplify(lv.lo), hi=_simplify(lv.hi))
+
+
+# ----------------------------------------------------------------------------- split
+
+@dataclass(frozen=True)
+class SplitAt:
+    """Index-set split of loop ``level`` at its ``size``-th iteration (HYB's ``j < W``, §9.6):
+    part 0 runs the first ``size`` iterations of each row's range, part 1 the rest.
+
+    ``value(csr)`` (or an int) is the inspector's ``size``; a later :class:`Known` with the
+    same ``size`` and ``value`` bounds part 0's loop by it.  Each part's arrays are named
+    with its ``prefixes`` entry.
+    """
+
+    level: str
+    size: str
+    value: Any
+    prefixes: tuple = ("ell_", "coo_")
+
+    @property
+    def label(self) -> str:
+        return f"split({self.level} < {self.level}.lo + {self.size})"
+
+    def bound(self, csr) -> int:
+        return int(self.value(csr) if callable(self.value) else self.value)
+
+    def on_nest(self, nest: SparseNest, part: int) -> SparseNest:
+        """Part ``part`` (0: below the split, 1: the rest) of ``nest``."""
+        from tvm import tirx
+
+        note = f"{self.label}[{part}]"
+        lv = nest.level(self.level, note)
+        if lv.existential:
+            raise ScheduleError(f"{note}: loop {self.level} is an existential search loop")
+        w = nest.sizes.get(self.size)
+        if w is None:
+            w = _var(self.size)
+        cut = _simplify(lv.lo + w)
+        new = Level(lv.var, lv.lo, _simplify(tirx.Min(lv.hi, cut))) if part == 0 else Level(lv.var, cut, lv.hi)
+        at = nest.index(self.level, note)
+        levels = nest.levels[:at] + (new,) + nest.levels[at + 1:]
+        meta = dict(nest.meta, part_prefix=self.prefixes[part],
+                    size_values=dict(nest.meta.get("size_values", {}), **{self.size: self.value}))
+        return nest.replace(note, levels=levels, sizes=dict(nest.sizes, **{self.size: w}), meta=meta)
+
+    def on_space(self, space, csr) -> tuple:
+        """The inspected space's two parts (entries at row position ``< size`` and the rest)."""
+        import numpy as np
+
+        w = self.bound(csr)
+        base = np.asarray(space.source.indptr, dtype=np.int64)
+        rel = space.coords[self.level] - base[space.coords["i"]]
+        return tf.split(space, rel < w, label=f"{self.level} < {w}")

@@ -12,17 +12,17 @@ reads for DIA), the rest run lane by lane, guarded.
 from __future__ import annotations
 
 from schedules.sparse.recipes.lower import (_all, _const, _emit_levels, _Func, _if, is_row_tile,
-                                            simplify_guards)
+                                            part_buffer, row_position, simplify_guards)
 from schedules.sparse.recipes.nest import SparseNest, free_vars, subst
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["vector_rows_fit", "vector_rows_primfunc"]
+__all__ = ["vector_rows_fit", "vector_rows_primfunc", "vector_rows_part", "emit_vector_rows"]
 
 
 def vector_rows_fit(nest: SparseNest) -> bool:
     """SpMV rows can share one vector when no inner loop's range depends on the row and each
     guard on the row is affine in it (it then holds on a whole tile when it holds at both ends)."""
-    if nest.kind != "spmv" or not is_row_tile(nest):
+    if nest.kind != "spmv" or not is_row_tile(nest) or row_position(nest)[1] is not None:
         return False
     row = nest.levels[0].var
     for lv in nest.levels[1:]:
@@ -50,29 +50,41 @@ def vector_rows_primfunc(nest: SparseNest, kernel) -> tuple:
     value/column reads when the arrays are row-inner (DIA's ``a_data[p, i]``).  Full tiles whose
     row guards hold at both ends take the vector path; the rest run lane by lane, guarded.
     Returns ``(PrimFunc, part kind)`` (``"tiles"``: parts over row tiles)."""
-    from tvm import tirx
+    kind = vector_rows_part(nest, kernel)
+    part = part_buffer() if kind else None
+    with _Func(nest, "recipe_rows_spmv", [part] if part is not None else []) as f:
+        emit_vector_rows(f, nest, kernel, part)
+    return f.get(), kind
 
+
+def vector_rows_part(nest: SparseNest, kernel) -> str | None:
+    """The part array :func:`emit_vector_rows` takes (``"tiles"`` when parallel)."""
     if not vector_rows_fit(nest):
         raise ScheduleError("vector_rows: needs an SpMV row-outermost nest whose inner ranges do "
                             "not depend on the row")
+    return "tiles" if kernel.parallel else None
+
+
+def emit_vector_rows(f: _Func, nest: SparseNest, kernel, part) -> None:
+    """Emit the row-vector SpMV into ``f`` (every output row written)."""
+    from tvm import tirx
+
+    vector_rows_part(nest, kernel)
     L = int(kernel.lanes)
     row_level = nest.levels[0]
     M = nest.sizes["M"]
-    part = tirx.decl_buffer((tirx.Var("NP", "int32"),), "int32", "part") if kernel.parallel else None
     guards = simplify_guards(nest, nest.guards)
     row_guards = [g for g in guards if any(v.same_as(row_level.var) for v in free_vars(g))]
     other = [g for g in guards if g not in row_guards]
-    with _Func(nest, "recipe_rows_spmv", [part] if part is not None else []) as f:
-        tiles = tirx.FloorDiv(M + (L - 1), L)
-        if kernel.parallel:
-            NP = part.shape[0]
-            with f.loop("parallel", 0, NP - 1, "t") as t:
-                with f.loop("serial", part[t], part[t + 1], "it") as it:
-                    _row_tile(f, nest, it, tiles, L, row_guards, other)
-        else:
-            with f.loop("serial", 0, tiles, "it") as it:
+    tiles = tirx.FloorDiv(M + (L - 1), L)
+    if part is not None:
+        NP = part.shape[0]
+        with f.loop("parallel", 0, NP - 1, "t") as t:
+            with f.loop("serial", part[t], part[t + 1], "it") as it:
                 _row_tile(f, nest, it, tiles, L, row_guards, other)
-    return f.get(), ("tiles" if part is not None else None)
+    else:
+        with f.loop("serial", 0, tiles, "it") as it:
+            _row_tile(f, nest, it, tiles, L, row_guards, other)
 
 
 def _row_tile(f: _Func, nest: SparseNest, it, tiles, L: int, row_guards, other) -> None:
