@@ -20,13 +20,15 @@ from __future__ import annotations
 
 import hashlib
 from abc import ABC, abstractmethod
-from typing import Any
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from tvm_ext.errors import ScheduleError
+from tvm_ext.tvmscript_text import Code, parse_prim_func
 
 from .intrin_spec import IntrinSpec, OperandSpec
 
-__all__ = ["Implementation", "register_intrin", "desc_source", "impl_buffers", "signature", "root_block",
+__all__ = ["Implementation", "register_intrin", "desc_source", "intrin_function", "signature",
            "register_implementation", "get_implementation", "implementations"]
 
 
@@ -37,7 +39,7 @@ def _buffer_decl(op: OperandSpec, ext: dict[str, int], dtype: str, strides: str 
         parts.append(f"strides=[{strides}]")
     if op.scope != "global":
         parts.append(f'scope="{op.scope}"')
-    return f"    {op.name} = T.match_buffer({', '.join(parts)})"
+    return f"{op.name} = T.match_buffer({', '.join(parts)})"
 
 
 def _region(op: OperandSpec, ext: dict[str, int]) -> str:
@@ -51,57 +53,63 @@ def signature(spec: IntrinSpec) -> str:
     return f"def f({args}) -> None:"
 
 
-def root_block(spec: IntrinSpec) -> list[str]:
-    """The ``with T.sblock("root")`` header with the reads/writes regions."""
+def _declare_buffers(code: Code, spec: IntrinSpec, strided: bool) -> None:
+    """``match_buffer`` declarations of the operands: compact, or (``strided``) with a symbolic
+    stride ``s_<name>_<d>`` per dim, except a unit-stride last dim, declared ``1`` so LLVM sees
+    contiguous vectors."""
     ext = spec.extent
-    reads = ", ".join(_region(op, ext) for op in spec.operands)
-    return ['    with T.sblock("root"):',
-            f"        T.reads({reads})",
-            f"        T.writes({_region(spec.output, ext)})"]
+    for op in spec.operands:
+        strides = None
+        if strided:
+            dims = [f"s_{op.name}_{d}" for d in range(max(op.rank, 1))]
+            if op.unit_stride:
+                dims[op.dims[-1]] = "1"
+            for s in dims:
+                if s != "1":
+                    code(f"{s} = T.int32()")
+            strides = ", ".join(dims)
+        code(_buffer_decl(op, ext, spec.dtype, strides))
+
+
+@contextmanager
+def intrin_function(code: Code, spec: IntrinSpec, *, strided: bool) -> Iterator[None]:
+    """Write the intrinsic's ``prim_func`` into ``code``: the header, the operand buffers and
+    the root block with its read/write regions; what the ``with`` body writes goes inside
+    the root block.  ``strided``: buffers with symbolic strides (an implementation, which
+    TVM's tensorize binds to the kernel's buffers), else compact (the description).
+
+    >>> from tensorize.intrin_spec import IntrinSpec, OperandSpec
+    >>> op = OperandSpec("C", "C", 1, (0,), ((("i", 1),),), True)
+    >>> spec = IntrinSpec("axpy", "x86", "float32", ("i",), ("S",), (16,), op, (op,), "{C}")
+    >>> code = Code()
+    >>> with intrin_function(code, spec, strided=True):
+    ...     code("T.evaluate(0)")
+    >>> code.lines[-3:]
+    ['        T.reads(C[0:16], C[0:16])', '        T.writes(C[0:16])', '        T.evaluate(0)']
+    """
+    ext = spec.extent
+    code("# from tvm.script import tirx as T")
+    code("@T.prim_func(s_tir=True)")
+    with code.block(signature(spec)):
+        _declare_buffers(code, spec, strided)
+        with code.block('with T.sblock("root"):'):
+            code(f"T.reads({', '.join(_region(op, ext) for op in spec.operands)})")
+            code(f"T.writes({_region(spec.output, ext)})")
+            yield
 
 
 def desc_source(spec: IntrinSpec) -> str:
     """TVMScript of the intrinsic's description: the spec's loop nest, one block."""
     ext = spec.extent
-    lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
-    lines += [_buffer_decl(op, ext, spec.dtype, None) for op in spec.operands]
-    lines += root_block(spec)
     loops = ", ".join(f"l_{a}" for a in spec.axes)
-    lines.append(f"        for {loops} in T.grid({', '.join(str(ext[a]) for a in spec.axes)}):")
-    lines.append('            with T.sblock("update"):')
-    lines.append(f"                {', '.join(f'v_{a}' for a in spec.axes)} = "
-                 f'T.axis.remap("{"".join(spec.kinds)}", [{loops}])')
-    lines.append(f"                {spec.output.ref()} = {spec.expr}")
-    return "\n".join(lines) + "\n"
-
-
-def impl_buffers(spec: IntrinSpec) -> list[str]:
-    """Strided ``match_buffer`` declarations for an implementation.
-
-    Every kept dim gets a symbolic stride ``s_<name>_<d>``, except a unit-stride
-    last dim, which is declared ``1`` so LLVM sees contiguous vectors.
-    """
-    ext = spec.extent
-    lines = []
-    for op in spec.operands:
-        n = max(op.rank, 1)
-        strides = [f"s_{op.name}_{d}" for d in range(n)]
-        if op.unit_stride:
-            strides[op.dims[-1]] = "1"
-        for s in strides:
-            if s != "1":
-                lines.append(f"    {s} = T.int32()")
-        lines.append(_buffer_decl(op, ext, spec.dtype, ", ".join(strides)))
-    return lines
-
-
-def _parse(src: str):
-    from tvm.script import from_source
-
-    try:
-        return from_source(src)
-    except Exception as e:  # a bug in emission, not in user input
-        raise ScheduleError(f"generated TVMScript did not parse: {e}\n{src}") from e
+    code = Code()
+    with intrin_function(code, spec, strided=False):
+        with code.block(f"for {loops} in T.grid({', '.join(str(ext[a]) for a in spec.axes)}):"):
+            with code.block('with T.sblock("update"):'):
+                code(f"{', '.join(f'v_{a}' for a in spec.axes)} = "
+                     f'T.axis.remap("{"".join(spec.kinds)}", [{loops}])')
+                code(f"{spec.output.ref()} = {spec.expr}")
+    return code.text() + "\n"
 
 
 def register_intrin(spec: IntrinSpec, impl: "Implementation") -> str:
@@ -118,7 +126,7 @@ def register_intrin(spec: IntrinSpec, impl: "Implementation") -> str:
     tile = "x".join(str(n) for n in spec.extents)
     name = f"tvmext.{spec.isa}.{spec.instruction}.{impl.name}.{spec.dtype}.{tile}.{digest}"
     if s_tir.TensorIntrin.get(name, allow_missing=True) is None:
-        s_tir.TensorIntrin.register(name, _parse(d_src), _parse(i_src), override=True)
+        s_tir.TensorIntrin.register(name, parse_prim_func(d_src), parse_prim_func(i_src), override=True)
     return name
 
 
@@ -131,7 +139,8 @@ class Implementation(ABC):
     * ``accumulate_local``: the output tile lives in a ``local`` buffer (registers)
       across all reduction loops; otherwise the intrinsic updates global memory.
     * :meth:`check` raises :class:`ScheduleError` when the spec is out of reach.
-    * :meth:`impl_source` returns the TVMScript implementation.
+    * :meth:`impl_source` returns the TVMScript implementation (its body written inside
+      :func:`intrin_function`).
     * :meth:`tiles` picks the tile (instruction extents) for a kernel's full extents.
     * :meth:`prepare` builds/loads whatever the code calls (e.g. a C library).
     * ``honors_instruction_sizes``: a fixed-size instruction's extents are the tile

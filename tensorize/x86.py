@@ -29,19 +29,14 @@ import ctypes
 import hashlib
 import re
 import threading
+from contextlib import ExitStack
 from pathlib import Path
 
 from tvm_ext.errors import ScheduleError
+from tvm_ext.tvmscript_text import Code
 
 from .intrin_spec import IntrinSpec, OperandSpec
-from .tensor_intrin import (
-    Implementation,
-    get_implementation,
-    impl_buffers,
-    register_implementation,
-    root_block,
-    signature,
-)
+from .tensor_intrin import Implementation, get_implementation, intrin_function, register_implementation
 
 __all__ = [
     "attach_to_isa",
@@ -153,9 +148,6 @@ class MicroKernel(Implementation):
     def impl_source(self, spec: IntrinSpec) -> str:
         ext = spec.extent
         vec = spec.vector_axis
-        lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
-        lines += impl_buffers(spec)
-        lines += root_block(spec)
         unroll_budget = _prod(ext[a] for a in spec.spatial if a != vec)
         order = [(a, "range", ext[a]) for a in spec.reduction]
         expr, out = spec.expr, spec.output.ref()
@@ -169,12 +161,12 @@ class MicroKernel(Implementation):
         order += [(a, kind, ext[a]) for a in spec.spatial if a != vec]
         if vec is not None:
             order.append((vec, "T.vectorized", ext[vec]))
-        indent = "        "
-        for a, k, n in order:
-            lines.append(f"{indent}for v_{a} in {k}({n}):")
-            indent += "    "
-        lines.append(f"{indent}{out} = {expr}")
-        return "\n".join(lines) + "\n"
+        code = Code()
+        with intrin_function(code, spec, strided=True), ExitStack() as loops:
+            for a, k, n in order:
+                loops.enter_context(code.block(f"for v_{a} in {k}({n}):"))
+            code(f"{out} = {expr}")
+        return code.text() + "\n"
 
     #: Unroll of the reduction loop (None: the target's :func:`~tvm_ext.target.gemm_blocking`).
     k_unroll: int | None = None
@@ -265,15 +257,14 @@ class BlasCall(Implementation):
         i, j, k, a, b = _contraction_roles(spec)
         c = spec.output
         ext = spec.extent
-        lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
-        lines += impl_buffers(spec)
-        lines += root_block(spec)
         args = [str(ext[i]), str(ext[j]), str(ext[k]),
                 f'{c.name}.access_ptr("rw")', _stride_expr(c, i), _stride_expr(c, j),
                 f'{a.name}.access_ptr("r")', _stride_expr(a, i), _stride_expr(a, k),
                 f'{b.name}.access_ptr("r")', _stride_expr(b, k), _stride_expr(b, j)]
-        lines.append(f'        T.evaluate(T.call_extern("int32", "{self.symbol}", {", ".join(args)}))')
-        return "\n".join(lines) + "\n"
+        code = Code()
+        with intrin_function(code, spec, strided=True):
+            code(f'T.evaluate(T.call_extern("int32", "{self.symbol}", {", ".join(args)}))')
+        return code.text() + "\n"
 
     def prepare(self) -> None:
         build_gemm_library()
@@ -419,12 +410,11 @@ class PackedCall(Implementation):
         return {a: _pick(n, [n], fixed.get(a)) for a, n in zip(spec.axes, spec.extents)}
 
     def impl_source(self, spec: IntrinSpec) -> str:
-        lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
-        lines += impl_buffers(spec)
-        lines += root_block(spec)
         names = ", ".join(op.name for op in spec.operands)
-        lines.append(f'        T.evaluate(T.call_packed("{PACKED_FUNC}", {names}, "{_einsum_code(spec)}"))')
-        return "\n".join(lines) + "\n"
+        code = Code()
+        with intrin_function(code, spec, strided=True):
+            code(f'T.evaluate(T.call_packed("{PACKED_FUNC}", {names}, "{_einsum_code(spec)}"))')
+        return code.text() + "\n"
 
     def prepare(self) -> None:
         import tvm_ffi

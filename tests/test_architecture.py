@@ -5,7 +5,8 @@ Layers, bottom to top (README "Architecture"):
 0. base: ``tvm_ext`` (the package's lazy facade), ``tvm_ext.errors``, ``target``
    (with the hardware facts), ``kernel_cache``, ``timing``, ``workloads``,
    ``zero_copy``, ``limits``, ``json_config``, ``lazy_exports``, ``platform_info``,
-   ``atomic_file``, ``markdown``, ``sigint``, ``figures``, and the TVM registration
+   ``atomic_file``, ``markdown``, ``sigint``, ``figures``, ``tvmscript_text`` (the
+   TVMScript text builder both siblings generate code with), and the TVM registration
    hooks ``import_hooks`` and ``runtime_functions``;
 1. ``schedules`` and ``tensorize``: siblings on the base, neither imports the other;
 2. the ``tvm_ext`` top layers: compile / pipeline / compile_steps, accel,
@@ -32,7 +33,7 @@ PACKAGES = ("tvm_ext", "schedules", "tensorize")
 BASE_MODULES = ("tvm_ext.errors", "tvm_ext.target", "tvm_ext.kernel_cache", "tvm_ext.timing", "tvm_ext.workloads",
                 "tvm_ext.zero_copy", "tvm_ext.limits", "tvm_ext.json_config", "tvm_ext.lazy_exports",
                 "tvm_ext.platform_info", "tvm_ext.atomic_file", "tvm_ext.markdown", "tvm_ext.sigint", "tvm_ext.figures",
-                "tvm_ext.import_hooks", "tvm_ext.runtime_functions")
+                "tvm_ext.import_hooks", "tvm_ext.runtime_functions", "tvm_ext.tvmscript_text")
 
 #: (importer, imported): edges that break the layering on purpose, each with why.
 ALLOWED_UPWARD = {
@@ -150,7 +151,6 @@ MAX_FUNCTION_LINES = 80
 
 #: module -> why it may exceed MAX_MODULE_LINES for now (each one is a split still to do).
 LONG_MODULES: dict[str, str] = {
-    "tensorize.emit": "intrinsic spec, TensorIntrin registry, schedule steps in one file; its split is under way",
     "schedules.fusion.block_cg": "the block-CG solver and its step bookkeeping in one file; not split yet",
     "schedules.fusion.kernels": "row-form analysis, TVMScript generators and GroupKernel in one file; not split yet",
 }

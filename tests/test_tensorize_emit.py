@@ -272,16 +272,17 @@ class _ScalarLoops(Implementation):
     accumulate_local = False
 
     def impl_source(self, spec):
-        from tensorize.tensor_intrin import impl_buffers, root_block, signature
+        from contextlib import ExitStack
 
-        lines = ["# from tvm.script import tirx as T", "@T.prim_func(s_tir=True)", signature(spec)]
-        lines += impl_buffers(spec) + root_block(spec)
-        indent = "        "
-        for a in spec.axes:
-            lines.append(f"{indent}for v_{a} in range({spec.extent[a]}):")
-            indent += "    "
-        lines.append(f"{indent}{spec.output.ref()} = {spec.expr}")
-        return "\n".join(lines) + "\n"
+        from tensorize.tensor_intrin import intrin_function
+        from tvm_ext.tvmscript_text import Code
+
+        code = Code()
+        with intrin_function(code, spec, strided=True), ExitStack() as loops:
+            for a in spec.axes:
+                loops.enter_context(code.block(f"for v_{a} in range({spec.extent[a]}):"))
+            code(f"{spec.output.ref()} = {spec.expr}")
+        return code.text() + "\n"
 
 
 def test_implementations_are_pluggable_per_isa():
@@ -292,6 +293,27 @@ def test_implementations_are_pluggable_per_isa():
     assert done.intrin.startswith("tvmext.toy.matmul.loops.")
     got, ref = _run(_build(sch), K.matmul(16, 16, 8))
     np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+
+
+class _Unparsable(_ScalarLoops):
+    """An implementation whose text is not TVMScript (a generator bug)."""
+
+    name = "unparsable"
+
+    def impl_source(self, spec):
+        return super().impl_source(spec).replace("T.sblock", "T.no_such_block")
+
+
+def test_generated_text_that_does_not_parse_is_a_codegen_error_with_the_numbered_text():
+    from tensorize.tensor_intrin import register_intrin
+    from tvm_ext.errors import CodegenError
+
+    sch = _matmul_sch(16, 16, 8)
+    spec = derive_spec(sch, sch.get_sblock("C"), MATMUL).with_extents({"i": 4, "j": 8, "k": 8})
+    with pytest.raises(CodegenError, match="generated TVMScript does not parse") as err:
+        register_intrin(spec, _Unparsable())
+    numbered = [line.split(None, 1) for line in str(err.value).splitlines() if "T.no_such_block(" in line]
+    assert numbered[-1][0].isdigit() and numbered[-1][1] == 'with T.no_such_block("root"):'
 
 
 def test_mapper_mapping_converts_to_a_binding_with_origins():

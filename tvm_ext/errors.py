@@ -25,6 +25,7 @@ __all__ = [
     "ConvergenceError",
     "CacheError",
     "ResultError",
+    "CodegenError",
     "positive_int",
 ]
 
@@ -71,6 +72,10 @@ class CacheError(TvmExtError):
 
 class ResultError(TvmExtError):
     """A self-check failed: a built kernel's result disagrees with its reference."""
+
+
+class CodegenError(TvmExtError):
+    """Source text the plugin generated (TVMScript) does not parse: a bug in its generator."""
 
 
 def positive_int(value: object, what: str, error: type[TvmExtError] = InputError) -> int:

@@ -1,10 +1,13 @@
-"""TVMScript text builder for the sparse executors (Venkat 2016, ch. 5 executors).
+"""TVMScript text for the sparse executors (Venkat 2016, ch. 5 executors).
 
 Executors are generated as TVMScript *source text* from Python, so that the
 tuning knobs (vector width, unroll, block shape...) become literal constants in
 the kernel while every size (M, N, K, nnz) stays a symbolic ``T.int32()``.
-:class:`Code` is an indentation-aware line builder and :func:`parse_prim_func`
-turns the text into a ``tvm.tirx.PrimFunc``.
+They write it with the project's one builder, :class:`tvm_ext.tvmscript_text.Code`,
+and parse it with :func:`tvm_ext.tvmscript_text.parse_prim_func` (both part of this
+module's API, so an executor imports its toolkit from one place); this module adds
+the executors' parameters (:class:`Buffer`, :func:`prim_func_source`), dtypes and
+fused row consumers.
 
 >>> code = Code()
 >>> with code.block("for i in range(4):"):
@@ -22,6 +25,7 @@ from typing import Callable, Iterator, Sequence
 import numpy as np
 
 from tvm_ext.errors import ConfigError, InputError
+from tvm_ext.tvmscript_text import Code, parse_prim_func
 
 __all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_alignment", "dense_buffers",
            "consumer_buffers", "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype",
@@ -29,33 +33,6 @@ __all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_alignment",
 
 #: Value dtypes the executors are generated for.
 SUPPORTED_DTYPES = ("float32", "float64")
-
-class Code:
-    """Lines of Python/TVMScript with an indentation level."""
-
-    def __init__(self, level: int = 0):
-        self.lines: list[str] = []
-        self.level = level
-
-    def __call__(self, line: str) -> None:
-        self.lines.append("    " * self.level + line)
-
-    @contextmanager
-    def block(self, header: str | None) -> Iterator[None]:
-        """Emit ``header`` and indent the body; ``None`` emits nothing."""
-        if header is None:
-            yield
-            return
-        self(header)
-        self.level += 1
-        try:
-            yield
-        finally:
-            self.level -= 1
-
-    def text(self) -> str:
-        return "\n".join(self.lines)
-
 
 @dataclass(frozen=True)
 class Buffer:
@@ -90,19 +67,8 @@ def prim_func_source(name: str, buffers: Sequence[Buffer], scalars: Sequence[tup
             shape = ", ".join(b.shape) + ("," if len(b.shape) == 1 else "")
             align = f", align={b.align}" if b.align else ""
             out(f'{b.name} = T.match_buffer({b.handle}, ({shape}), "{b.dtype}"{align})')
-        out.lines.extend("    " * out.level + line for line in body.lines)
+        out.extend(body)
     return out.text() + "\n"
-
-
-def parse_prim_func(source: str):
-    """Parse generated TVMScript into a PrimFunc (a bug in a generator shows the text)."""
-    from tvm.script.parser import parse
-
-    try:
-        return parse(source)
-    except Exception as exc:  # pragma: no cover - only on a generator bug
-        numbered = "\n".join(f"{i + 1:4d} {l}" for i, l in enumerate(source.splitlines()))
-        raise RuntimeError(f"generated TVMScript does not parse: {exc}\n{numbered}") from exc
 
 
 def check_dtype(dtype, what: str = "dtype") -> str:
