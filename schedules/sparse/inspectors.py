@@ -1,7 +1,9 @@
 """Venkat 2016 §5.1.4-5.3 and §6.1: format inspectors derived from CSR by transformation recipes.
 
 One public function per format, scipy style (any scipy matrix or 2-D array
-in, a container from :mod:`schedules.sparse.formats` out).  Each starts from
+in, a container from :mod:`schedules.sparse.formats` out; ``check_finite=False``
+skips the NaN/Inf scan, as in ``scipy.linalg``, for a matrix the caller has
+already checked, as :func:`~schedules.sparse.plan.inspect` has).  Each starts from
 :func:`tvm_ext.workloads.canonical_csr` and evaluates the closed form of its
 :class:`Recipe` of :mod:`schedules.sparse.transforms` (vectorised numpy, one
 pass over the non-zeros plus at most one near-linear stable sort; BCSR through
@@ -221,7 +223,7 @@ def _ranks(csr: sp.csr_array, rows: np.ndarray) -> np.ndarray:
     return np.arange(csr.nnz, dtype=np.int64) - csr.indptr[rows].astype(np.int64)
 
 
-def to_csr(A: Any, *, dtype: Any = None) -> CSR:
+def to_csr(A: Any, *, dtype: Any = None, check_finite: bool = True) -> CSR:
     """CSR through make-dense + compact-and-pad (Listing 5.3); equals scipy's CSR.
 
     On a canonical CSR the recipe is the identity: ``offset_index = indptr``,
@@ -234,11 +236,11 @@ def to_csr(A: Any, *, dtype: Any = None) -> CSR:
     >>> to_csr(sp.csr_array([[0.0, 2.0]])).indices.tolist()
     [1]
     """
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     return CSR(tuple(csr.shape), _aligned(csr.indptr, _INDEX), _aligned(csr.indices, _INDEX), _aligned(csr.data))
 
 
-def to_coo(A: Any, *, dtype: Any = None) -> COO:
+def to_coo(A: Any, *, dtype: Any = None, check_finite: bool = True) -> COO:
     """COO sorted by (row, col): coalescing ``(i, k)``; values read through ``col_inv``.
 
     >>> import scipy.sparse as sp
@@ -246,11 +248,11 @@ def to_coo(A: Any, *, dtype: Any = None) -> COO:
     >>> c.row.tolist(), c.col.tolist(), c.data.tolist()
     ([0, 1], [1, 0], [2.0, 3.0])
     """
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     return COO(tuple(csr.shape), _rows(csr, _INDEX), csr.indices.astype(_INDEX), csr.data.copy())
 
 
-def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
+def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None, check_finite: bool = True) -> BCSR:
     """BCSR with ``R x C`` zero-filled blocks (any R, C >= 1; ragged edges allowed).
 
     Fig. 5.7's closed forms: ``ii = i // R``, ``kk = col // C``; blocks are the
@@ -262,7 +264,7 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None) -> BCSR:
     [0, 1]
     """
     R, C = _param("bcsr", "R", R), _param("bcsr", "C", C)
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     m, k = csr.shape
     n_br, n_bc = -(-m // R), -(-k // C)
     if csr.nnz == 0:
@@ -398,7 +400,8 @@ def _check_layout(fmt: str, layout: str) -> None:
         raise ConfigError(f"{fmt}: layout must be 'row' or 'col', got {layout!r}")
 
 
-def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any = None) -> ELL:
+def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any = None,
+           check_finite: bool = True) -> ELL:
     """ELL of width ``W`` (default: the longest row, at least 1), row- or column-major.
 
     Every row must fit (:class:`InputError` otherwise; use :func:`to_hyb`).
@@ -409,7 +412,7 @@ def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any 
     ([[0, 1], [1, 1]], [[1.0, 2.0], [3.0, 0.0]])
     """
     _check_layout("ell", layout)
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     lens = _row_lengths(csr)
     longest = int(lens.max()) if lens.size else 0
     width = max(longest, 1) if width is None else _param("ell", "width", width)
@@ -423,7 +426,8 @@ def to_ell(A: Any, width: int | None = None, layout: str = "row", *, dtype: Any 
     return ELL(tuple(csr.shape), width, layout, col, data)
 
 
-def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, dtype: Any = None) -> DIA:
+def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, dtype: Any = None,
+           check_finite: bool = True) -> DIA:
     """DIA: one ``M``-slot row per occupied diagonal, offsets sorted.
 
     Fig. 5.8's closed form: diagonal ``d = col - i + (M-1)``, ``A_prime[rank(d), i]``.
@@ -435,7 +439,7 @@ def to_dia(A: Any, max_diagonals: int | None = None, max_fill: float = 20.0, *, 
     >>> d.offsets.tolist(), d.data.tolist()
     ([0, 1], [[1.0, 3.0], [2.0, 0.0]])
     """
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     m, k = csr.shape
     rows = _rows(csr)
     d = csr.indices - rows + (m - 1)
@@ -464,7 +468,8 @@ def _check_symmetric(csr: sp.csr_array) -> None:
                          f"A[{r}, {c}] = {csr[r, c]} and A[{c}, {r}] = {csr[c, r]}")
 
 
-def to_csb(A: Any, beta: int = 4096, symmetric_half: bool = False, *, dtype: Any = None) -> CSB:
+def to_csb(A: Any, beta: int = 4096, symmetric_half: bool = False, *, dtype: Any = None,
+           check_finite: bool = True) -> CSB:
     """CSB: ``beta x beta`` blocks of COO entries with 16-bit in-block offsets.
 
     §6.1's closed form: block ``(i // beta, col // beta)``, offsets
@@ -480,7 +485,7 @@ def to_csb(A: Any, beta: int = 4096, symmetric_half: bool = False, *, dtype: Any
     ([0, 1, 1, 2, 3], [1.0, 2.0, 3.0])
     """
     beta = _param("csb", "beta", beta, hi=_UINT16_MAX + 1)
-    csr = canonical_csr(A, dtype=dtype, square=symmetric_half)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite, square=symmetric_half)
     if symmetric_half:
         _check_symmetric(csr)
     m, k = csr.shape
@@ -540,7 +545,7 @@ def _hyb_width(lens: np.ndarray, item: int, ell_slot_bytes: int | None, coo_entr
     return int(widths[np.argmin(cost)])
 
 
-def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None) -> HYB:
+def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None, check_finite: bool = True) -> HYB:
     """HYB: the first ``W`` entries of each row in column-major ELL, the rest in COO.
 
     The split ``j < W`` on the row-relative position (§9.6); ``width=None``
@@ -551,7 +556,7 @@ def to_hyb(A: Any, width: int | None = None, *, dtype: Any = None) -> HYB:
     >>> h.ell.data.tolist(), h.coo.col.tolist()
     ([[1.0, 4.0]], [1, 2])
     """
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     width = (_hyb_width(_row_lengths(csr), csr.data.dtype.itemsize, None, None, 1, None)
              if width is None else _param("hyb", "width", width))
     rows = _rows(csr)
@@ -583,7 +588,8 @@ def _sell_order(lens: np.ndarray, sigma: int) -> np.ndarray:
     return order.reshape(-1)[:m]
 
 
-def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) -> SELL:
+def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None,
+            check_finite: bool = True) -> SELL:
     """SELL-C-sigma: rows sorted by length in windows of ``sigma`` (default ``32*C``), slices of ``C``.
 
     Closed form of :func:`sell_recipe`: new row ``n = perm_inv[i]``, slice
@@ -598,7 +604,7 @@ def to_sell(A: Any, C: int = 8, sigma: int | None = None, *, dtype: Any = None) 
     """
     C = _param("sell", "C", C)
     sigma = 32 * C if sigma is None else _param("sell", "sigma", sigma)
-    csr = canonical_csr(A, dtype=dtype)
+    csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     m = csr.shape[0]
     lens = _row_lengths(csr)
     perm = _sell_order(lens, sigma)

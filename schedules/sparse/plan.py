@@ -142,7 +142,7 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
     else:
         choice = select_format(csr, int(n_cols), selector=selector, features=feats, measure=measure)
     t1 = time.perf_counter()
-    fmt = INSPECTORS[choice.format](csr, **choice.args)
+    fmt = INSPECTORS[choice.format](csr, **choice.args, check_finite=False)  # checked above
     t2 = time.perf_counter()
     return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t2 - t1, select_seconds=t1 - t0)
 

@@ -129,8 +129,8 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     exes = {}
     for cand in cands:
         try:
-            exes[cand.label] = build_executor(INSPECTORS[cand.format](block, **cand.args), n_cols, kind=kind,
-                                              target=target)
+            fmt = INSPECTORS[cand.format](block, **cand.args, check_finite=False)  # the caller's matrix
+            exes[cand.label] = build_executor(fmt, n_cols, kind=kind, target=target)
         except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
             failed[cand.label] = f"{type(err).__name__}: {err}"
     if not exes:

@@ -289,6 +289,13 @@ def test_nan_values_are_rejected(key):
         ALL[key](A)
 
 
+@pytest.mark.parametrize("name", sorted(INSPECTORS))
+def test_check_finite_false_skips_the_scan_and_keeps_the_values(name):
+    A = sp.csr_array(np.array([[1.0, np.nan], [0.0, 2.0]]))
+    got = INSPECTORS[name](A, check_finite=False).to_scipy().toarray()
+    np.testing.assert_array_equal(got, A.toarray())  # NaN where it was (assert_array_equal matches NaNs)
+
+
 def test_symmetric_half_needs_square_and_symmetric():
     with pytest.raises(ShapeError):
         to_csb(random_csr(4, 5, 0.5, 0), 2, symmetric_half=True)
