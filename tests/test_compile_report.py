@@ -168,13 +168,37 @@ def test_transposing_elementwise_kernels_are_inlined_and_cache_tiled():
     sch = _default_all(te.create_prim_func([a, x, out]))
     assert [sch.get(b).name_hint for b in _root_blocks(sch)] == ["T_transpose1"]
     text = sch.mod.script()
-    assert "T.parallel" in text and "T.vectorized(4)" in text and "c_1 in range(16)" in text  # 16 x 4 tiles
+    assert "T.parallel" in text and "T.vectorized(8)" in text and "c_1 in range(16)" in text  # 16 x 8 tiles
     rng = np.random.default_rng(0)
     av, xv = rng.standard_normal((1, 8, 8, 32), "float32"), rng.standard_normal((1, 32, 8, 8), "float32")
     f = tvm.compile(sch.mod, target=default_target())
     o = tvm.runtime.empty((1, 32, 8, 8), "float32")
     f["main"](tvm.runtime.tensor(av), tvm.runtime.tensor(xv), o)
     np.testing.assert_allclose(o.numpy(), np.maximum(av.transpose(0, 3, 1, 2) + xv, 0), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape, axes", [((1, 14, 14, 48), (0, 3, 1, 2)), ((1, 24, 12, 12), (0, 2, 3, 1))])
+def test_a_pure_transpose_loads_vectors_along_its_read_and_tiles_extents_that_16_does_not_divide(shape, axes):
+    """NHWC<->NCHW at a 14- or 12-wide row: vectors along the input's unit-stride axis, tiles that
+    divide the extents, the same values as numpy."""
+    import tvm
+    from tvm import s_tir, te
+
+    from tvm_ext.compile_steps.llvm_schedule import transpose_tiles
+    from tvm_ext.target import default_target
+
+    a = te.placeholder(shape, name="a")
+    inv = [axes.index(i) for i in range(4)]
+    out = te.compute([shape[i] for i in axes], lambda *o: a[tuple(o[inv[i]] for i in range(4))], name="T")
+    sch = s_tir.Schedule(te.create_prim_func([a, out]))
+    steps = transpose_tiles(sch, sch.get_sblock("T"))
+    assert steps and "vectorize reads" in steps[0]
+    assert "T.vectorized" in sch.mod.script() and "T.unroll" in sch.mod.script()
+    av = np.random.default_rng(0).standard_normal(shape, "float32")
+    f = tvm.compile(sch.mod, target=default_target())
+    o = tvm.runtime.empty(tuple(shape[i] for i in axes), "float32")
+    f["main"](tvm.runtime.tensor(av), o)
+    np.testing.assert_array_equal(o.numpy(), av.transpose(axes))
 
 
 def test_constant_weights_are_packed_at_compile_time():

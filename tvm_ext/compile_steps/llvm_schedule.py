@@ -185,20 +185,35 @@ def _transposed_axis(sch, block) -> int | None:
     return None
 
 
-def _tile_factor(extent: int | None) -> int | None:
-    return next((f for f in (16, 8, 4) if extent and extent % f == 0 and extent > f), None)
+def _divisor_at_most(extent: int | None, cap: int) -> int | None:
+    """The largest divisor of ``extent`` from 2 to ``cap`` (a tile that needs no bounds test), or None.
+
+    >>> _divisor_at_most(56, 16), _divisor_at_most(28, 16), _divisor_at_most(13, 8)
+    (14, 14, None)
+    """
+    return next((f for f in range(min(cap, extent or 0), 1, -1) if extent % f == 0), None)
+
+
+#: Largest tile of a transpose along the written axis (iterations unrolled per vector of reads).
+TRANSPOSE_WRITE_TILE = 32
 
 
 def transpose_tiles(sch, block, threads: int | None = None) -> list[str]:
-    """Cache-tile a transposing element-wise block: ``[.., p_o, last_o, p_i, last_i]``.
+    """Cache-tile a transposing element-wise block: ``[.., p_o, last_o, p_i, last_i]`` or, for a pure
+    transpose, ``[.., p_o, last_o, last_i, p_i]``.
 
     The read is unit-stride along ``p`` and the write along the last axis; a
     ``p_i x last_i`` tile keeps both sets of cache lines in use (a plain loop
-    nest gathers one element per cache line).  Returns the steps, ``[]`` when
-    the block is not a transpose or the sizes do not tile.
+    nest gathers one element per cache line).  A block that reads one buffer (a
+    pure transpose) loads vectors along ``p`` (half a register, so that several
+    rows of the written axis are in flight) and unrolls the written axis; a
+    block that reads more (a transpose fused with an add) keeps its vectors
+    along the written axis, where its other inputs are unit-stride.  Tiles divide
+    the extents (no bounds tests).  Returns the steps, ``[]`` when the block is
+    not a transpose or the sizes do not tile.
     """
     from tensorize.schedule_steps import schedule_refusals
-    from tvm_ext.target import num_threads
+    from tvm_ext.target import hardware_facts, num_threads
 
     TvmScheduleError = schedule_refusals()
 
@@ -206,19 +221,33 @@ def transpose_tiles(sch, block, threads: int | None = None) -> list[str]:
     if p is None:
         return []
     loops = sch.get_loops(block)
-    fp, fl = _tile_factor(_extent(sch, loops[p])), _tile_factor(_extent(sch, loops[-1]))
+    lanes = hardware_facts().lanes(str(sch.get(block).writes[0].source.dtype))
+    pure = len(sch.get(block).reads) == 1
+    if pure:
+        fp = _divisor_at_most(_extent(sch, loops[p]), max(lanes // 2, 2))
+        fl = _divisor_at_most(_extent(sch, loops[-1]), TRANSPOSE_WRITE_TILE)
+    else:
+        fp = _divisor_at_most(_extent(sch, loops[p]), lanes)
+        fl = _divisor_at_most(_extent(sch, loops[-1]), lanes)
     if fp is None or fl is None:
         return []
     try:
         p_o, p_i = sch.split(loops[p], [None, fp])
         l_o, l_i = sch.split(loops[-1], [None, fl])
         outer = [lp for i, lp in enumerate(loops[:-1]) if i != p] + [p_o, l_o]
-        sch.reorder(*outer, p_i, l_i)
-        sch.vectorize(l_i)
+        if pure:
+            sch.reorder(*outer, l_i, p_i)
+            sch.unroll(l_i)
+            sch.vectorize(p_i)
+        else:
+            sch.reorder(*outer, p_i, l_i)
+            sch.vectorize(l_i)
         if (threads or num_threads()) > 1:
             sch.parallel(sch.fuse(*outer))
     except TvmScheduleError:
         return []
+    if pure:
+        return [f"transpose tiles {fp}x{fl}, parallel outer, vectorize reads {fp}, unroll writes {fl}"]
     return [f"transpose tiles {fp}x{fl}, parallel outer, vectorize {fl}"]
 
 
