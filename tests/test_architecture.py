@@ -152,14 +152,12 @@ MAX_FUNCTION_LINES = 80
 #: module -> why it may exceed MAX_MODULE_LINES for now (each one is a split still to do).
 LONG_MODULES: dict[str, str] = {
     "schedules.fusion.block_cg": "the block-CG solver and its step bookkeeping in one file; not split yet",
-    "schedules.fusion.kernels": "row-form analysis, TVMScript generators and GroupKernel in one file; not split yet",
 }
 #: "module:function" -> why it may exceed MAX_FUNCTION_LINES.
 LONG_FUNCTIONS: dict[str, str] = {
     "tvm_ext.accel.timing:run": "the simulator's hot loop: locals bound once, no calls per instruction",
     "tvm_ext.compile_steps.sparse_offload:_make_mutator": "a Relax mutator class defined in a function "
                                                           "(TVM loads lazily); its methods are short",
-    "schedules.fusion.kernels:_spmm_consumer": "builds one RowConsumer from four nested closures; not split yet",
 }
 
 

@@ -13,8 +13,9 @@ import tvm
 from schedules.fusion import block_cg_dag, gcn_layer_dag, plan_fusion
 from schedules.fusion.einsum_dag import EinsumDAG
 from schedules.fusion.gcn import GCNLayer, gcn_layer, gcn_layer_numpy
-from schedules.fusion.kernels import (assign_storage, build_step_kernels, iteration_ops, row_form,
-                                      schedule_steps, stored_tensors, streamed_rank)
+from schedules.fusion.kernels import build_step_kernels
+from schedules.fusion.row_forms import row_form, streamed_rank
+from schedules.fusion.steps import assign_storage, iteration_ops, schedule_steps, stored_tensors
 from schedules.sparse.executors import BCSRParams, CSRParams
 from schedules.sparse.executors.bcsr import bcsr_source
 from schedules.sparse.executors.codegen import RowConsumer

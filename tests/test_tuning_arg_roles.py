@@ -4,7 +4,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from schedules.fusion import kernels as fusion_kernels
+from schedules.fusion.group_codegen import KernelParams
 from schedules.fusion.arg_roles import ArgRole
 from tvm_ext.tuning.spaces import cg_tasks
 from tvm_ext.tuning.tasks import make_task
@@ -23,8 +23,8 @@ def _check_parts_and_workspaces(task):
 
 @pytest.mark.parametrize("prefixes", [("g_", "w_"), ("env_", "scratch_")])
 def test_cg_tuning_follows_roles_whatever_the_buffer_names(monkeypatch, prefixes):
-    monkeypatch.setattr(fusion_kernels._Params, "tensor_prefix", prefixes[0])
-    monkeypatch.setattr(fusion_kernels._Params, "workspace_prefix", prefixes[1])
+    monkeypatch.setattr(KernelParams, "tensor_prefix", prefixes[0])
+    monkeypatch.setattr(KernelParams, "workspace_prefix", prefixes[1])
     tasks = cg_tasks(lap2d(8), 2)
     names = {p.name for t in tasks for p in t.mod["main"].params}
     assert any(n.startswith(prefixes[1]) for n in names)

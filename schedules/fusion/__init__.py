@@ -38,17 +38,7 @@ from schedules.fusion.block_cg import BlockCG, BlockCGResult, SolveInfo, block_c
 from schedules.fusion.cg_compare import compare_block_cg, modelled_traffic, scipy_cg_columns
 from schedules.fusion.gcn import GCNLayer, gcn_layer, gcn_layer_numpy
 from schedules.fusion.groups import FusionGroup, FusionPlan, fusion_groups, plan_fusion
-from schedules.fusion.kernels import (
-    GroupKernel,
-    RowOp,
-    assign_storage,
-    build_step_kernels,
-    iteration_ops,
-    row_form,
-    schedule_steps,
-    stored_tensors,
-    streamed_rank,
-)
+from schedules.fusion.kernels import GroupKernel, build_step_kernels
 from schedules.fusion.loop_order import LoopOrders, assign_loop_orders, fig8_notation, gemm_notation, is_swizzled
 from schedules.fusion.patterns import (
     PARALLEL_MULTICAST,
@@ -63,7 +53,9 @@ from schedules.fusion.patterns import (
 )
 from schedules.fusion.reference import evaluate
 from schedules.fusion.report import fusion_report
+from schedules.fusion.row_forms import RowOp, row_form, streamed_rank
 from schedules.fusion.sram import SramModel
+from schedules.fusion.steps import assign_storage, iteration_ops, schedule_steps, stored_tensors
 from schedules.fusion.table1 import (
     PAPER_TABLE1,
     ai_best_gemm,

@@ -73,8 +73,9 @@ import numpy as np
 from schedules.fusion.analysis import GraphAnalysis, analyze
 from schedules.fusion.builders import block_cg_dag
 from schedules.fusion.groups import FusionPlan, plan_fusion
-from schedules.fusion.kernels import (build_step_kernels, family, iteration_ops, row_form,
-                                      schedule_steps, streamed_rank)
+from schedules.fusion.kernels import build_step_kernels
+from schedules.fusion.row_forms import family, row_form, streamed_rank
+from schedules.fusion.steps import iteration_ops, schedule_steps
 from schedules.sparse.solvers import _deprecated_tol, resolve_tolerance, spd_precheck
 from tvm_ext.errors import ConfigError, ConvergenceError, InputError, ScheduleError, ShapeError
 from tvm_ext.zero_copy import empty_aligned

@@ -25,7 +25,8 @@ import numpy as np
 from schedules.fusion.analysis import analyze
 from schedules.fusion.builders import gcn_layer_dag
 from schedules.fusion.groups import plan_fusion
-from schedules.fusion.kernels import build_step_kernels, schedule_steps
+from schedules.fusion.kernels import build_step_kernels
+from schedules.fusion.steps import schedule_steps
 from tvm_ext.errors import InputError, ShapeError
 
 __all__ = ["GCNLayer", "gcn_layer", "gcn_layer_numpy"]

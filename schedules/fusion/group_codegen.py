@@ -1,0 +1,378 @@
+"""TVMScript of the fused steps' kernels: dense row groups, and the ops an SpMM's row tiles feed.
+
+* :func:`row_group_source`: a dense group (``X += PΛ, R -= SΛ, Γ = RᵀR``) as
+  one row loop, parallel over parts of the rows: each row map computes its
+  row in registers and stores it if a later step reads it; reductions over
+  the rows (``Γ``) add into per-part partials summed after the parallel loop;
+* :func:`spmm_consumer`: the rest of an SpMM's group as a
+  :class:`~schedules.sparse.executors.codegen.RowConsumer` of the sparse
+  executor's finished row tiles (``Δ = PᵀS`` accumulates per-part partial
+  sums while the row of ``S`` is in registers; a GCN's ``X1 = Z·W`` consumes
+  the row of ``Z``, which is never stored).
+
+Kernel parameters are declared through :class:`KernelParams`, which records
+what each one is (a storage tensor, a partial-sum workspace, the part bounds);
+:mod:`schedules.fusion.kernels` compiles the text.
+
+>>> from schedules.fusion.builders import block_cg_dag
+>>> from schedules.fusion.groups import plan_fusion
+>>> from schedules.fusion.row_forms import row_form, streamed_rank
+>>> plan = plan_fusion(block_cg_dag(2, 4096, 8, 20_000, setup=False))
+>>> G = row_form(plan.dag, plan.dag.op("Gamma1"), streamed_rank(plan, "Gamma1"))
+>>> src, spec = row_group_source([G], {"R1": "R", "Gamma1": "Gamma"}, {"Gamma1"}, plan.dag, "float64", 8)
+>>> spec
+[('parts', None), ('tensor', 'R'), ('partial', (8, 8)), ('tensor', 'Gamma')]
+"""
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from schedules.fusion.einsum_dag import EinsumDAG
+from schedules.fusion.row_forms import RowOp, family
+from schedules.sparse.executors.codegen import Buffer, Code, RowConsumer, prim_func_source
+from tvm_ext.errors import ScheduleError
+
+__all__ = ["KernelParams", "row_group_source", "spmm_consumer"]
+
+#: Vector loops with more whole vectors than this are not unrolled.
+_MAX_UNROLL = 8
+#: Interleaved accumulators of a fused row map's sum over an SpMM row tile.
+_CHAINS = 4
+
+
+def _vec(code: Code, cols: int, lanes: int, stmt) -> None:
+    """Emit ``stmt(col)`` over ``cols`` columns: whole ``lanes``-wide vectors, then the rest."""
+    full, rest = divmod(int(cols), lanes)
+    if full == 1:
+        with code.block(f"for jj in T.vectorized({lanes}):"):
+            code(stmt("jj"))
+    elif full > 1:
+        loop = "T.unroll" if full <= _MAX_UNROLL else "range"
+        with code.block(f"for jv in {loop}({full}):"):
+            with code.block(f"for jj in T.vectorized({lanes}):"):
+                code(stmt(f"jv * {lanes} + jj"))
+    if rest:
+        with code.block(f"for jj in T.vectorized({rest}):"):
+            code(stmt(f"{full * lanes} + jj" if full else "jj"))
+
+
+def _reduce_partials(code: Code, reds: Sequence[RowOp], outs: dict, parts: dict, dtype: str) -> None:
+    """After the parallel loop: ``out = Σ_parts partial`` (parts are few)."""
+    for f in reds:
+        out = outs[f.name]
+        with code.block(f"for a0, a1 in T.grid({f.cols[0]}, {f.cols[1]}):"):
+            code(f"{out}[a0, a1] = T.{dtype}(0)")
+            with code.block("for tt in range(NP - 1):"):
+                code(f"{out}[a0, a1] = {out}[a0, a1] + {parts[f.name]}[tt, a0, a1]")
+
+
+def _local_names(forms: Sequence[RowOp]) -> dict[str, str]:
+    """Kernel-local names of the ops (family, numbered on a clash): ``Gamma1`` -> ``Gamma``."""
+    names: dict[str, str] = {}
+    for f in forms:
+        base, k = family(f.name), 1
+        name = base
+        while name in names.values():
+            name, k = f"{base}_{k}", k + 1
+        names[f.name] = name
+    return names
+
+
+class KernelParams:
+    """Kernel parameters of a group, in order: storage tensors and partial workspaces.
+
+    Buffers are named after the tensor family, numbered within the kernel
+    (``g_Gamma``, ``g_Gamma_1``), so two steps of the same structure produce
+    the same kernel text and share one compiled kernel.  The names are for
+    readers of the kernel text only: the roles travel in ``GroupKernel.arg_roles``.
+    """
+
+    tensor_prefix, workspace_prefix = "g_", "w_"
+
+    def __init__(self, dag: EinsumDAG, dtype: str):
+        self.dag, self.dtype = dag, dtype
+        self.buffers: list[Buffer] = []
+        self.spec: list[tuple[str, Any]] = []  # ("tensor", storage) | ("partial", shape) | ("parts", None)
+        self._local: dict[str, str] = {}  # storage -> buffer name
+
+    def tensor(self, t: str, storage: dict, streamed: bool) -> str:
+        """The buffer of tensor ``t`` (rows symbolic when ``streamed``), added on first use."""
+        name = storage[t]
+        if name not in self._local:
+            base, k = f"{self.tensor_prefix}{family(t)}", 1
+            local = base
+            while local in self._local.values():
+                local, k = f"{base}_{k}", k + 1
+            self._local[name] = local
+            shape = self.dag.tensors[t].shape
+            dims = (("M",) + tuple(str(d) for d in shape[1:])) if streamed else tuple(str(d) for d in shape)
+            self.buffers.append(Buffer(f"h{local[1:]}", local, dims, self.dtype))
+            self.spec.append(("tensor", name))
+        return self._local[name]
+
+    def partial(self, f: RowOp, local: str) -> str:
+        """The per-part partial-sum workspace of reduction ``f``."""
+        name = f"{self.workspace_prefix}{local}"
+        self.buffers.append(Buffer(f"h_{name}", name, ("NP", str(f.cols[0]), str(f.cols[1])), self.dtype))
+        self.spec.append(("partial", f.cols))
+        return name
+
+
+def row_group_source(forms: Sequence[RowOp], storage: dict, stored: set, dag: EinsumDAG,
+                     dtype: str, lanes: int) -> tuple[str, list]:
+    """TVMScript of a dense row group (row maps and reductions over the rows).
+
+    One block per parallel part: its rows run in a plain loop, each row map
+    computes its row into a local vector (kept in registers) and stores it if
+    a later step reads it; each reduction accumulates into a local tile for
+    the whole part, written to the part's slot of a partial-sum workspace
+    and summed over the parts after the parallel loop.
+    """
+    prm = KernelParams(dag, dtype)
+    prm.buffers.append(Buffer("a_part", "part", ("NP",), "int32"))
+    prm.spec.append(("parts", None))
+    names = _local_names(forms)
+    local = {f.name for f in forms if f.kind == "rowmap"}
+    for f in forms:
+        if f.kind not in ("rowmap", "rowred"):
+            raise ScheduleError(f"op {f.name!r} ({f.kind}) cannot run in a dense row kernel")
+
+    def row(t: str, col: str) -> str:
+        return f"v_{names[t]}[{col}]" if t in local else f"{prm.tensor(t, storage, True)}[vi, {col}]"
+
+    reds = [f for f in forms if f.kind == "rowred"]
+    code = Code()
+    with code.block("for t in T.parallel(NP - 1):"):
+        with code.block('with T.sblock("part"):'):
+            code("vt = T.axis.spatial(NP - 1, t)")
+            for f in forms:
+                n = names[f.name]
+                if f.kind == "rowmap":
+                    code(f'v_{n} = T.sblock_alloc_buffer(({f.cols[0]},), "{dtype}", scope="local")')
+                    if f.inner >= 4 * _CHAINS:
+                        code(f'x_{n} = T.sblock_alloc_buffer(({_CHAINS}, {f.cols[0]}), "{dtype}", scope="local")')
+                else:
+                    code(f'acc_{n} = T.sblock_alloc_buffer(({f.cols[0]}, {f.cols[1]}), "{dtype}", scope="local")')
+                    with code.block(f"for a in {_loop(f.cols[0])}:"):
+                        _vec(code, f.cols[1], lanes, lambda c, n=n: f"acc_{n}[a, {c}] = T.{dtype}(0)")
+            with code.block("for vi in range(part[vt], part[vt + 1]):"):
+                for f in forms:
+                    n = names[f.name]
+                    if f.kind == "rowmap":
+                        _emit_rowmap(code, f, n, row, prm, storage, stored, dtype, lanes)
+                        continue
+                    x, y = f.inputs
+                    with code.block(f"for a in {_loop(f.cols[0])}:"):
+                        _vec(code, f.cols[1], lanes, lambda c, n=n, x=x, y=y: (
+                            f"acc_{n}[a, {c}] = acc_{n}[a, {c}] + {row(x, 'a')} * {row(y, c)}"))
+            parts = {f.name: prm.partial(f, names[f.name]) for f in reds}
+            for f in reds:
+                n, part = names[f.name], parts[f.name]
+                with code.block(f"for a in {_loop(f.cols[0])}:"):
+                    _vec(code, f.cols[1], lanes, lambda c, n=n, part=part: f"{part}[vt, a, {c}] = acc_{n}[a, {c}]")
+    outs = {f.name: prm.tensor(f.name, storage, False) for f in reds}
+    _reduce_partials(code, reds, outs, parts, dtype)
+    src = prim_func_source("fused_rows" if len(forms) > 1 else f"rows_{forms[0].kind}", prm.buffers, [],
+                           ["M", "NP"], code)
+    return src, prm.spec
+
+
+def _loop(n: int) -> str:
+    """A loop over ``n`` small-rank entries: unrolled when short."""
+    return f"T.unroll({n})" if n <= 2 * _MAX_UNROLL else f"range({n})"
+
+
+def _emit_rowmap(code: Code, f: RowOp, name: str, row, prm: KernelParams, storage: dict, stored: set,
+                 dtype: str, lanes: int) -> None:
+    """``v = addend ± Σ_j row[j]·small[j, :]`` into the local row ``v``; store it if needed."""
+    v = f"v_{name}"
+    small = prm.tensor(f.inputs[1], storage, False)
+    op = "+" if f.sign > 0 else "-"
+    if f.addend is not None:
+        _vec(code, f.cols[0], lanes, lambda c: f"{v}[{c}] = {row(f.addend, c)}")
+    else:
+        _vec(code, f.cols[0], lanes, lambda c: f"{v}[{c}] = T.{dtype}(0)")
+    if f.inner < 4 * _CHAINS:
+        with code.block(f"for j in range({f.inner}):"):
+            _vec(code, f.cols[0], lanes, lambda c: f"{v}[{c}] = {v}[{c}] {op} {row(f.inputs[0], 'j')} * {small}[j, {c}]")
+    else:  # a long contraction: interleave _CHAINS accumulators (the sum is a dependency chain)
+        x = f"x_{name}"
+        with code.block(f"for u in T.unroll({_CHAINS}):"):
+            _vec(code, f.cols[0], lanes, lambda c: f"{x}[u, {c}] = T.{dtype}(0)")
+        full = f.inner // _CHAINS
+        with code.block(f"for q in range({full}):"):
+            with code.block(f"for u in T.unroll({_CHAINS}):"):
+                j = f"q * {_CHAINS} + u"
+                _vec(code, f.cols[0], lanes, lambda c: f"{x}[u, {c}] = {x}[u, {c}] + {row(f.inputs[0], j)} * "
+                                                       f"{small}[{j}, {c}]")
+        with code.block(f"for j in range({full * _CHAINS}, {f.inner}):"):
+            _vec(code, f.cols[0], lanes, lambda c: f"{x}[0, {c}] = {x}[0, {c}] + {row(f.inputs[0], 'j')} * {small}[j, {c}]")
+        total = " + ".join(f"{x}[{u}, {{c}}]" for u in range(_CHAINS))
+        _vec(code, f.cols[0], lanes, lambda c: f"{v}[{c}] = {v}[{c}] {op} ({total.format(c=c)})")
+    if f.name in stored:
+        out = prm.tensor(f.name, storage, True)
+        _vec(code, f.cols[0], lanes, lambda c: f"{out}[vi, {c}] = {v}[{c}]")
+
+
+
+class _SpmmConsumerCode:
+    """The ops fused behind an SpMM, as the code of the executor's :class:`RowConsumer` hooks.
+
+    Reductions ``xᵀS`` / ``Sᵀy`` add the finished row tile into per-part
+    partials (the other operand is read at the row: the SpMM's own ``B`` when
+    ``A`` is square, or a stored tensor); row maps ``out = [add ±] S·W`` add
+    the tile's contribution to the output row, which a row prologue
+    initialises.  Parameters are declared in the order the kernel takes them.
+    """
+
+    def __init__(self, spmm: RowOp, consumers: Sequence[RowOp], storage: dict, stored: set,
+                 dag: EinsumDAG, dtype: str, lanes: int):
+        self.spmm, self.consumers, self.storage, self.stored = spmm, consumers, storage, stored
+        self.dtype, self.lanes = dtype, lanes
+        self.prm = KernelParams(dag, dtype)
+        self.S, self.B = spmm.name, spmm.inputs[1]
+        self.square = dag.tensors[spmm.inputs[0]].shape[0] == dag.tensors[spmm.inputs[0]].shape[1]
+        self.names = _local_names(consumers)
+        self.reds = [f for f in consumers if f.kind == "rowred"]
+        self.maps = [f for f in consumers if f.kind == "rowmap"]
+        S = self.S
+        for f in consumers:
+            if f.kind not in ("rowred", "rowmap"):
+                raise ScheduleError(f"op {f.name!r} ({f.kind}) cannot be fused into the SpMM {S!r}")
+            if f.kind == "rowmap" and (f.inputs[0] != S or f.name not in stored or f.addend == S):
+                raise ScheduleError(f"row map {f.name!r} must read {S!r} as its row operand and be stored")
+            if f.kind == "rowred" and S not in f.inputs:
+                raise ScheduleError(f"reduction {f.name!r} does not read {S!r}")
+        prm, names = self.prm, self.names
+        self.parts = {f.name: prm.partial(f, names[f.name]) for f in self.reds}
+        self.red_outs = {f.name: prm.tensor(f.name, storage, False) for f in self.reds}
+        self.smalls = {f.name: prm.tensor(f.inputs[1], storage, False) for f in self.maps}
+        self.outs = {f.name: prm.tensor(f.name, storage, True) for f in self.maps}
+
+    def other(self, t: str, col: str, row: str) -> str:
+        """Tensor ``t`` at ``[row, col]``: an operand other than the tile being finished."""
+        if t == self.S:
+            raise ScheduleError(f"an op reads {self.S!r} at columns outside the row tile being finished; "
+                                "no fused kernel")
+        if t == self.B:
+            if not self.square:
+                raise ScheduleError(f"{t!r} is read by row, but the SpMM's A is not square")
+            return f"B[{row}, {col}]"
+        return f"{self.prm.tensor(t, self.storage, True)}[{row}, {col}]"
+
+    def row_prologue(self, code: Code, row: str) -> None:
+        """Initialise each row map's output row: its addend, or zero."""
+        dtype, lanes = self.dtype, self.lanes
+        for f in self.maps:
+            out = self.outs[f.name]
+            if f.addend is not None:
+                _vec(code, f.cols[0], lanes,
+                     lambda c, f=f, out=out: f"{out}[{row}, {c}] = {self.other(f.addend, c, row)}")
+            else:
+                _vec(code, f.cols[0], lanes, lambda c, out=out: f"{out}[{row}, {c}] = T.{dtype}(0)")
+
+    def part_prologue(self, code: Code) -> None:
+        """Per-part accumulators, kept in registers when small."""
+        dtype, lanes = self.dtype, self.lanes
+        for f in self.maps:  # the row map's partial sums, and the finished row of S it reads back
+            code(f'x_{self.names[f.name]} = T.decl_buffer(({_CHAINS}, {f.cols[0]}), "{dtype}", scope="local")')
+            code(f'z_{self.names[f.name]} = T.decl_buffer(({f.inner},), "{dtype}", scope="local")')
+        for f in self.reds:
+            r = f"r_{self.names[f.name]}"
+            code(f'{r} = T.decl_buffer(({f.cols[0]}, {f.cols[1]}), "{dtype}", scope="local")')
+            with code.block(f"for a in {_loop(f.cols[0])}:"):
+                _vec(code, f.cols[1], lanes, lambda c, r=r: f"{r}[a, {c}] = T.{dtype}(0)")
+
+    def part_epilogue(self, code: Code) -> None:
+        """Store each reduction's per-part accumulator to its slot of the partial-sum workspace."""
+        for f in self.reds:
+            r, part = f"r_{self.names[f.name]}", self.parts[f.name]
+            with code.block(f"for a in {_loop(f.cols[0])}:"):
+                _vec(code, f.cols[1], self.lanes, lambda c, r=r, part=part: f"{part}[t, a, {c}] = {r}[a, {c}]")
+
+    def row_tile(self, code: Code, tier, row: str, value) -> None:
+        """Use one finished row tile of ``S``: add it into the reductions and the row maps."""
+        for f in self.reds:
+            r = f"r_{self.names[f.name]}"
+            x, y = f.inputs
+            if y == self.S:
+                with code.block(f"for a in {_loop(f.cols[0])}:"):
+                    tier.emit(code, f"{r}[a, {tier.col()}] = {r}[a, {tier.col()}] + "
+                                    f"{self.other(x, 'a', row)} * {value(tier.lane())}")
+            else:
+                with code.block(f"for b in {_loop(f.cols[1])}:"):
+                    tier.emit(code, f"{r}[{tier.col()}, b] = {r}[{tier.col()}, b] + "
+                                    f"{value(tier.lane())} * {self.other(y, 'b', row)}")
+        for f in self.maps:
+            _rowmap_tile(code, f, self.names[f.name], tier, row, value, self.outs[f.name], self.smalls[f.name],
+                         self.dtype, self.lanes)
+
+    def epilogue(self, code: Code) -> None:
+        """After the parallel loop: sum each reduction's partials."""
+        _reduce_partials(code, self.reds, self.red_outs, self.parts, self.dtype)
+
+    def consumer(self) -> RowConsumer:
+        """The :class:`RowConsumer` whose hooks are these methods (only the ones the ops need)."""
+        S, B, reds, maps = self.S, self.B, self.reds, self.maps
+        return RowConsumer(
+            key=("fusion", tuple((f.kind, tuple("S" if t == S else "B" if t == B else "t" for t in f.inputs),
+                                  f.addend is not None, f.sign, f.cols, f.inner) for f in self.consumers),
+                 self.spmm.name in self.stored, self.lanes, self.dtype),
+            row_tile=self.row_tile, buffers=tuple(self.prm.buffers), size_vars=("M", "NP"),
+            part_prologue=self.part_prologue, part_epilogue=self.part_epilogue if reds else None,
+            row_prologue=self.row_prologue if maps else None,
+            epilogue=self.epilogue if reds else None,
+            writes_c=self.spmm.name in self.stored)
+
+
+def spmm_consumer(spmm: RowOp, consumers: Sequence[RowOp], storage: dict, stored: set,
+                  dag: EinsumDAG, dtype: str, lanes: int) -> tuple[RowConsumer, list]:
+    """The rest of an SpMM's group as a :class:`RowConsumer` of its finished row tiles, and its parameters.
+
+    Returns ``(consumer, spec)``: ``spec`` lists the consumer's kernel
+    parameters as ``("tensor", storage)`` / ``("partial", shape)`` entries
+    (see :class:`KernelParams`).  Raises :class:`ScheduleError` for an op that
+    cannot consume the tile.
+
+    >>> from schedules.fusion.builders import block_cg_dag
+    >>> from schedules.fusion.groups import plan_fusion
+    >>> from schedules.fusion.row_forms import row_form, streamed_rank
+    >>> plan = plan_fusion(block_cg_dag(2, 4096, 8, 20_000, setup=False))
+    >>> S, D = (row_form(plan.dag, plan.dag.op(o), streamed_rank(plan, o)) for o in ("S1", "Delta1"))
+    >>> consumer, spec = spmm_consumer(S, [D], {"S1": "S", "P0": "P", "Delta1": "Delta"}, {"S1", "Delta1"},
+    ...                                plan.dag, "float64", 8)
+    >>> spec, consumer.writes_c
+    ([('partial', (8, 8)), ('tensor', 'Delta')], True)
+    """
+    code = _SpmmConsumerCode(spmm, consumers, storage, stored, dag, dtype, lanes)
+    return code.consumer(), code.prm.spec
+
+
+def _rowmap_tile(code: Code, f: RowOp, name: str, tier, row: str, value, out: str, small: str,
+                 dtype: str, lanes: int) -> None:
+    """``out[row, :] ±= Σ_{n in tile} S[row, n]·small[n, :]``.
+
+    The finished tile is first copied to a local row (vector stores; the
+    SpMM's accumulators stay in registers), then read back one scalar at a
+    time as broadcasts, over :data:`_CHAINS` interleaved accumulators (the sum
+    over the tile is a dependency chain).
+    """
+    x, z, c0 = f"x_{name}", f"z_{name}", f.cols[0]
+    op = "+" if f.sign > 0 else "-"
+    tier.emit(code, f"{z}[{tier.col()}] = {value(tier.lane())}")
+    with code.block(f"for u in T.unroll({_CHAINS}):"):
+        _vec(code, c0, lanes, lambda c: f"{x}[u, {c}] = T.{dtype}(0)")
+    if tier.mask:
+        with code.block(f"for nn in range({tier.mask}):"):
+            _vec(code, c0, lanes, lambda c: f"{x}[0, {c}] = {x}[0, {c}] + {z}[{tier.base} + nn] * {small}[{tier.base} + nn, {c}]")
+    else:
+        full, rest = divmod(tier.width, _CHAINS)
+        with code.block(f"for q in range({full}):"):
+            with code.block(f"for u in T.unroll({_CHAINS}):"):
+                _vec(code, c0, lanes, lambda c: f"{x}[u, {c}] = {x}[u, {c}] + {z}[{tier.base} + q * {_CHAINS} + u] * "
+                                                f"{small}[{tier.base} + q * {_CHAINS} + u, {c}]")
+        for nn in range(full * _CHAINS, full * _CHAINS + rest):
+            _vec(code, c0, lanes, lambda c, nn=nn: f"{x}[0, {c}] = {x}[0, {c}] + {z}[{tier.base} + {nn}] * "
+                                                   f"{small}[{tier.base} + {nn}, {c}]")
+    total = " + ".join(f"{x}[{u}, {{c}}]" for u in range(_CHAINS))
+    _vec(code, c0, lanes, lambda c: f"{out}[{row}, {c}] = {out}[{row}, {c}] {op} ({total.format(c=c)})")
