@@ -7,9 +7,10 @@ Table 1's four steps on the crystm03-like matrix
 (:func:`~tvm_ext.spmm_engine.speedup_breakdown`).  The sweep is smaller than
 the paper's 200 matrices (``python -m bench.sextans_sweep`` runs about 200).
 
->>> rows = sweep_rows({"lap2d(20)": __import__("tvm_ext.workloads").workloads.lap2d(20)}, ns=(8, 64))
->>> len(rows), sorted(rows[0])[:3]
-(2, ['flops', 'n', 'sextans'])
+>>> from tvm_ext.workloads import lap2d
+>>> rows = sweep_rows({"lap2d(20)": lap2d(20)}, ns=(8, 64))
+>>> len(rows), sorted(rows[0])
+(2, ['flops', 'matrix', 'n', 'sextans', 'sextans-p'])
 """
 from __future__ import annotations
 
