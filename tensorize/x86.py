@@ -19,6 +19,7 @@ for ISA ``"x86"``:
 
 Example::
 
+    >>> from tensorize.tensor_intrin import get_implementation
     >>> impl = get_implementation("x86", "micro")
     >>> impl.accumulate_local
     True
@@ -36,7 +37,7 @@ from tvm_ext.errors import ScheduleError
 from tvm_ext.tvmscript_text import Code
 
 from .intrin_spec import IntrinSpec, OperandSpec
-from .tensor_intrin import Implementation, get_implementation, intrin_function, register_implementation
+from .tensor_intrin import Implementation, intrin_function, register_implementation
 
 __all__ = [
     "attach_to_isa",
@@ -46,7 +47,6 @@ __all__ = [
     "PackedCall",
     "build_gemm_library",
     "count_vector_fma",
-    "get_implementation",
 ]
 
 
