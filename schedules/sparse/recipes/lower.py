@@ -28,7 +28,7 @@ from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, subst
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["naive_primfunc", "row_tile_primfunc", "emit_row_tile", "row_tile_part", "part_buffer",
-           "row_structure", "row_position", "dense_operands", "simplify_guards", "is_row_tile"]
+           "row_structure", "row_position", "block_rows", "dense_operands", "simplify_guards", "is_row_tile"]
 
 #: Tier widths below this use a masked serial remainder (mirrors the text executors).
 MIN_LANES = 4
@@ -410,8 +410,16 @@ def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
     spmv = nest.kind == "spmv"
     tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
     perm = row_position(nest)[1]
+    by_row = block_rows(nest) == 1 and rows > 1
 
     def row_body(i):
+        if by_row:      # the tile's row loop is outside every reduction loop: one block per row
+            with f.loop("serial", 0, rows, row_level.name) as r:
+                for tier in tiers:
+                    chains = kernel.chains(tier.unroll, spmv)
+                    _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner[1:], guards, perm,
+                               one_row=r)
+            return
         for tier in tiers:
             chains = kernel.chains(tier.unroll * rows, spmv)
             _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner, guards, perm)
@@ -430,8 +438,22 @@ def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
 UNROLL_EXTENT = 8
 
 
+def block_rows(nest: SparseNest) -> int:
+    """Output rows one row-tile block keeps in registers: the tile's ``R`` rows, or 1 when the
+    tile's row loop is the first loop inside it (each row then reduces on its own, SELL)."""
+    found = row_structure(nest)
+    if found is None:
+        return 1
+    _, rows, row_level = found
+    if row_level is not None and len(nest.levels) > 1 and nest.levels[1].var.same_as(row_level.var):
+        return 1
+    return rows
+
+
 def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: Level, rows: int,
-               row_level, inner: Sequence[Level], guards: Sequence, perm=None) -> None:
+               row_level, inner: Sequence[Level], guards: Sequence, perm=None, one_row=None) -> None:
+    """One block: ``rows`` output rows of outer iteration ``i`` (or the single row ``one_row``
+    of the tile) for one column tier, accumulated in registers, then written."""
     from contextlib import ExitStack
 
     T = f.T
@@ -446,37 +468,46 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
         stack.enter_context(T.sblock(f"row{tier.suffix}"))
         vi = T.axis.spatial(outer.hi, i)
         f.IRBuilder.name("vi", vi)
+        vr = None
+        if one_row is not None:
+            vr = T.axis.spatial(rows, one_row)
+            f.IRBuilder.name("vr", vr)
         if tier.count is not None:
             vj = T.axis.spatial(tier.count, jo)
             f.IRBuilder.name("vj", vj)
         base = None if tier.base is None else tier.base(vj)
-        acc = T.sblock_alloc_buffer((chains * rows, tier.width), dtype, scope="local")
+        acc = T.sblock_alloc_buffer((chains * (rows if one_row is None else 1), tier.width), dtype,
+                                    scope="local")
         f.IRBuilder.name("acc", acc)
 
         def col(lane):
             return None if base is None else base + lane
 
         def out_row(r):
+            if vr is not None:
+                return vi * rows + vr
             return vi if rows == 1 else vi * rows + r
 
-        with f.loop("unroll", 0, chains * rows, "r") as r:
+        held = rows if vr is None else 1
+        with f.loop("unroll", 0, chains * held, "r") as r:
             _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [r, lane]))
 
         def fma(vmap, chain):
             val, b_row = subst(nest.value, vmap), subst(nest.col, vmap)
-            a = chain * rows + (vmap[row_level.var] if row_level is not None else 0)
+            a = chain * held + (vmap[row_level.var] if row_level is not None and vr is None else 0)
             _lanes(f, tier, lambda lane: f.store(
                 acc, acc[a, lane] + val * f.c(f.B, b_row, col(lane)), [a, lane]))
 
-        _reduce(f, nest, inner, guards, {outer.var: vi}, chains, fma)
+        start = {outer.var: vi} if vr is None else {outer.var: vi, row_level.var: vr}
+        _reduce(f, nest, inner, guards, start, chains, fma)
         if chains > 1:
             with f.loop("unroll", 0, chains - 1, "k") as k:
-                with f.loop("unroll", 0, rows, "r") as r:
+                with f.loop("unroll", 0, held, "r") as r:
                     _lanes(f, tier, lambda lane: f.store(
-                        acc, acc[r, lane] + acc[(k + 1) * rows + r, lane], [r, lane]))
+                        acc, acc[r, lane] + acc[(k + 1) * held + r, lane], [r, lane]))
 
         def write(with_beta):
-            with f.loop("unroll", 0, rows, "r") as r:
+            with f.loop("unroll", 0, held, "r") as r:
                 row = out_row(r)
                 with _if(T, None if rows == 1 else row < M):
                     c_row = row if perm is None else perm[row]      # SELL: rows through perm

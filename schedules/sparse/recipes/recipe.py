@@ -172,8 +172,7 @@ class Recipe:
     def acc_rows(self, dtype: str) -> int:
         """Output rows one SpMM block holds in registers (bounds the column tile's vectors)."""
         nest = self.nest(dtype, "spmm")
-        found = lower.row_structure(nest) if isinstance(self._lowering(), RowTile) else None
-        return found[1] if found else 1
+        return lower.block_rows(nest) if isinstance(self._lowering(), RowTile) else 1
 
     def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
         """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""
