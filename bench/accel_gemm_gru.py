@@ -28,8 +28,8 @@ from tvm_ext.accel import gemm_workload, gru_cell, load_system, run_gemm, run_gr
 from tvm_ext.accel.lowering import lower_workload
 from tvm_ext.workloads import DEEPBENCH_GEMM, DEEPBENCH_GRU
 
-QUICK_GEMM = [(1760, 16, 1760), (2560, 32, 2560), (35, 8457, 1760), (3072, 16, 1024)]
-QUICK_GRU = [(512, 1), (512, 16), (1024, 32)]
+QUICK_GEMM = [(1760, 16, 1760), (2560, 32, 2560), (35, 8457, 1760), (3072, 16, 1024), (512, 512, 512)]
+QUICK_GRU = [(256, 8), (512, 1), (512, 16), (1024, 32)]
 
 
 def _tiles(M: int, N: int, K: int) -> int:
@@ -64,6 +64,19 @@ def gemm_part(args, system) -> list[str]:
         wins = sum(1 for x in sp if x > 1)
         lines.append(f"\nthis scheduler faster on {wins}/{len(sp)} GEMMs; geomean KL/ours {geomean(sp):.2f}x "
                      f"(min {min(sp):.2f}x, max {max(sp):.2f}x)")
+        hbm_bw = sum(m.bandwidth for m in load_system(system).memories if m.kind == "hbm")
+        for r in run.rows:
+            busy = r["hbm_MB"] * 1e6 / hbm_bw / r["cycles"]
+            who = "ours" if r["cycles_kl"] > r["cycles"] else "library"
+            lines.append(f"{r['shape']}: {who} faster ({r['cycles_kl'] / r['cycles']:.2f}x KL/ours); matrix units "
+                         f"busy {100 * r['matrix_util']:.0f}% ours vs {100 * r['matrix_util_kl']:.0f}% library; "
+                         f"HBM busy {100 * busy:.0f}% of our cycles")
+        lines.append("Why: the library's kernels are output-stationary over every unit, blocked to load the least "
+                     "operand data per unit.  Where the output tiles divide evenly over the units its matrix units "
+                     "stay busier than ours, and where its blocking reads fewer HBM bytes (hbm_MB_kl < hbm_MB) it "
+                     "wins; where both move the same bytes and HBM is the bottleneck (skinny N), ours overlaps the "
+                     "copies better.  The paper's 'library > 5x faster on tuned sizes' needs a scheduler far below "
+                     "the machine's peak; ours keeps the units busy on a lone GEMM.")
     if skipped:
         lines.append(f"skipped (more than --max-tiles {args.max_tiles:,}): {', '.join(skipped)}")
     return lines
@@ -100,11 +113,14 @@ def gru_part(args, system) -> list[str]:
                      f"weights {fit} on chip ({row['weights_vs_regfiles']:.2f} of the register files); "
                      f"the library moves {traffic:.1f}x the HBM bytes per step; matrix units busy "
                      f"{100 * row['matrix_util']:.0f}% (ours) vs {100 * row['matrix_util_kl']:.0f}% (library)")
-    lines.append("Why: where the weights fit, the recurrent schedule keeps them on chip while the library loads "
-                 "them from HBM every step (the HBM columns), so ours wins.  Where they do not fit, both stream "
-                 "the weights every step and what decides is how busy the matrix units are (matrix_util): ours "
-                 "overlaps the ops of a step on chip, the library blocks each op over every unit behind a "
-                 "barrier; a large op blocked that way can keep more units busy than the recurrent schedule.")
+    wins = sum(r["cycles_per_step_kl"] > r["cycles_per_step"] for r in run.rows)
+    lines.append(f"ours faster on {wins}/{len(run.rows)} GRUs: 'GRU beats KL on every case' "
+                 f"{'holds' if wins == len(run.rows) else 'does not hold'} against this library.")
+    lines.append("Why: the recurrent schedule keeps weights on chip and overlaps a step's ops, while the library "
+                 "calls one output-stationary kernel per op behind a barrier and reloads the weights every step "
+                 "(the HBM columns).  On small GRUs the per-op calls leave the units idle between ops and ours "
+                 "wins; on large ones each op is big enough for the library's blocking to keep more matrix units "
+                 "busy (matrix_util), and where the weights do not fit ours streams them too.")
     return lines
 
 
