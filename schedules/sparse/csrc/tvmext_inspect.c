@@ -114,7 +114,8 @@ FILL_IMPL(fill_impl_f32, float)
 FILL_IMPL(fill_impl_f64, double)
 
 /* Each entry point dispatches the common block widths to a copy with C a constant (the
- * division by C becomes a multiply). */
+ * division by C becomes a multiply), and the fill also the common heights (its R-way merge
+ * unrolled, the row heads in registers). */
 #define BY_WIDTH(CALL)                                                                            \
     switch (C) {                                                                                  \
     case 1: CALL(1); break;                                                                       \
@@ -124,6 +125,15 @@ FILL_IMPL(fill_impl_f64, double)
     case 6: CALL(6); break;                                                                       \
     case 8: CALL(8); break;                                                                       \
     default: CALL(C);                                                                             \
+    }
+
+#define BY_HEIGHT(CALL, W)                                                                        \
+    switch (R) {                                                                                  \
+    case 1: CALL(1, W); break;                                                                    \
+    case 2: CALL(2, W); break;                                                                    \
+    case 3: CALL(3, W); break;                                                                    \
+    case 4: CALL(4, W); break;                                                                    \
+    default: CALL(R, W);                                                                          \
     }
 
 /* Blocks of every block row in [br0, br1): counts[ib - br0]; 0, or -1 when out of memory. */
@@ -139,14 +149,16 @@ int tvmext_bcsr_count(int32_t R, int32_t C, int32_t M, int32_t K, const int32_t 
 void tvmext_bcsr_fill_f32(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
                           const float *values, int64_t br0, int64_t br1, const int64_t *bptr,
                           int32_t *bcol, float *data) {
-#define FILL32(W) fill_impl_f32(R, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+#define FILL32_RC(H, W) fill_impl_f32(H, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+#define FILL32(W) BY_HEIGHT(FILL32_RC, W)
     BY_WIDTH(FILL32)
 }
 
 void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
                           const double *values, int64_t br0, int64_t br1, const int64_t *bptr,
                           int32_t *bcol, double *data) {
-#define FILL64(W) fill_impl_f64(R, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+#define FILL64_RC(H, W) fill_impl_f64(H, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+#define FILL64(W) BY_HEIGHT(FILL64_RC, W)
     BY_WIDTH(FILL64)
 }
 
