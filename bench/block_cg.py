@@ -136,7 +136,7 @@ def _peer_main(spec: list[str], quick: bool) -> None:
 
 def _host_steps_seconds(N: int) -> float:
     """Seconds of one iteration's two host steps (Λ = Δ⁻¹Γ, Φ = Γ_prev⁻¹Γ: N x N SPD solves)."""
-    from schedules.fusion.block_cg import spd_pinv_solve
+    from schedules.fusion.block_cg_iteration import spd_pinv_solve
 
     rng = np.random.default_rng(N)
     V = rng.standard_normal((4 * N, N))

@@ -11,7 +11,8 @@ import scipy.sparse.linalg as spla
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedules.fusion.block_cg import BlockCG, block_cg, block_cg_numpy, spd_pinv_solve
+from schedules.fusion.block_cg import BlockCG, block_cg, block_cg_numpy
+from schedules.fusion.block_cg_iteration import spd_pinv_solve
 from schedules.fusion.cg_compare import compare_block_cg, modelled_traffic
 from tvm_ext.errors import ConfigError, ConvergenceError, InputError, ShapeError
 from tvm_ext.workloads import lap2d, lap3d, load_matrix, make_spd

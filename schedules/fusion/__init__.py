@@ -34,7 +34,8 @@ from schedules.fusion.builders import (
     workload_dag,
 )
 from schedules.fusion.einsum_dag import EinsumDAG, EinsumSpec, Edge, Op, Operand, TensorSpec, parse_einsum
-from schedules.fusion.block_cg import BlockCG, BlockCGResult, SolveInfo, block_cg, block_cg_numpy, spd_pinv_solve
+from schedules.fusion.block_cg import BlockCG, block_cg, block_cg_numpy
+from schedules.fusion.block_cg_iteration import BlockCGResult, SolveInfo, spd_pinv_solve
 from schedules.fusion.cg_compare import compare_block_cg, modelled_traffic, scipy_cg_columns
 from schedules.fusion.gcn import GCNLayer, gcn_layer, gcn_layer_numpy
 from schedules.fusion.groups import FusionGroup, FusionPlan, fusion_groups, plan_fusion
