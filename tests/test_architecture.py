@@ -150,8 +150,7 @@ MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80
 
 #: module -> why it may exceed MAX_MODULE_LINES for now (each one is a split still to do).
-LONG_MODULES: dict[str, str] = {
-}
+LONG_MODULES: dict[str, str] = {}
 #: "module:function" -> why it may exceed MAX_FUNCTION_LINES.
 LONG_FUNCTIONS: dict[str, str] = {
     "tvm_ext.accel.timing:run": "the simulator's hot loop: locals bound once, no calls per instruction",
