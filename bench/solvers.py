@@ -138,8 +138,7 @@ def inspectors(run: BenchRun, name: str, A: sp.csr_array) -> None:
     """Level-set inspector stages, with the three level algorithms (best of 3 each),
     and the point-to-point partition of the schedule."""
     from schedules.sparse.level_sets import level_sets
-    from schedules.sparse.p2p import p2p_schedule
-    from tvm_ext.target import num_threads
+    from schedules.sparse.p2p import p2p_schedule, pool_threads
 
     row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz}
     for method in ("serial", "frontier", "parallel"):
@@ -159,7 +158,7 @@ def inspectors(run: BenchRun, name: str, A: sp.csr_array) -> None:
     level_sets(A)
     row["serial_total_cpu_s"] = time.process_time() - t0
     s = level_sets(A)
-    row["p2p_partition_s"] = min(_timed(lambda: p2p_schedule(s, num_threads())) for _ in range(3))
+    row["p2p_partition_s"] = min(_timed(lambda: p2p_schedule(s, pool_threads())) for _ in range(3))
     row["mnnz_per_s"] = A.nnz / row["serial_total_s"] / 1e6
     run.add(row)
 

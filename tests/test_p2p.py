@@ -116,3 +116,54 @@ def test_p2p_gauss_seidel_matches_pyamg(sweep):
         relaxation.gauss_seidel(A, ref, b, iterations=2, sweep=sweep)
         got = getattr(GaussSeidel(A, sync="p2p"), sweep)(x0, b, sweeps=2)
         np.testing.assert_allclose(got, ref, rtol=1e-11, atol=1e-11)
+
+
+def _spin_budget(ns: int) -> int:
+    import ctypes
+
+    from schedules.sparse.native import load_native
+
+    fn = load_native("tvmext_p2p.c").tvmext_p2p_set_spin_ns
+    fn.argtypes, fn.restype = [ctypes.c_int64], ctypes.c_int64
+    return int(fn(ns))
+
+
+@pytest.mark.parametrize("spin_ns", [0, 10**12], ids=["block-at-once", "spin-only"])
+def test_p2p_blocking_and_spinning_waits_give_the_same_sweeps(spin_ns):
+    # spin budget 0: every unsatisfied wait sleeps on the futex and must be woken by notify
+    A = lap3d(9, 27)
+    b = np.random.default_rng(4).standard_normal(A.shape[0])
+    ref = GaussSeidel(A, parallel=False).symmetric(None, b, sweeps=3)
+    old = _spin_budget(spin_ns)
+    try:
+        assert _spin_budget(-1) == spin_ns
+        got = GaussSeidel(A, sync="p2p").symmetric(None, b, sweeps=3)
+    finally:
+        _spin_budget(old)
+    np.testing.assert_allclose(got, ref, rtol=1e-12, atol=1e-12)
+
+
+def test_partitions_follow_the_pool_not_the_env_var():
+    # TVM caps a launch's workers at the usable cores: TVM_NUM_THREADS above the core
+    # count must not give more partitions than running threads (that deadlocked into
+    # the wait timeout before)
+    import os
+    import subprocess
+    import sys
+
+    code = (
+        "import numpy as np, scipy.sparse as sp, scipy.sparse.linalg as spla, tvm\n"
+        "from schedules.sparse.triangular import TriangularSolver\n"
+        "from tvm_ext.workloads import lap2d\n"
+        "L = sp.csr_array(sp.tril(lap2d(40)))\n"
+        "s = TriangularSolver(L, sync='p2p')\n"
+        "assert s.executor.schedule.threads == tvm.runtime.num_threads()\n"
+        "b = np.arange(1600.0)\n"
+        "assert np.allclose(s.solve(b), spla.spsolve_triangular(L, b))\n"
+        "print('ok', s.executor.schedule.threads)\n")
+    cores = len(os.sched_getaffinity(0))
+    env = dict(os.environ, TVM_NUM_THREADS=str(2 * cores))
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[0] == "ok" and 1 <= int(out.stdout.split()[1]) <= cores

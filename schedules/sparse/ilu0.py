@@ -237,10 +237,9 @@ class ILU0:
         from dataclasses import replace
 
         from schedules.sparse.level_sets import _permute_canonical
-        from schedules.sparse.p2p import P2PExecutor, p2p_schedule
-        from tvm_ext.target import num_threads
+        from schedules.sparse.p2p import P2PExecutor, p2p_schedule, pool_threads
 
-        ps = p2p_schedule(self.schedule, num_threads())
+        ps = p2p_schedule(self.schedule, pool_threads())
         order = self.schedule.iperm[ps.perm]          # level-order index of each partition row
         iorder = np.empty_like(order)
         iorder[order] = np.arange(order.size, dtype=order.dtype)

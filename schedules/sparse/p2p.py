@@ -58,12 +58,28 @@ from schedules.sparse.level_sets import LevelSchedule, _permute_canonical
 from tvm_ext.errors import ConfigError
 
 __all__ = ["P2PSchedule", "P2PExecutor", "p2p_schedule", "p2p_func", "p2p_kernel",
-           "DEFAULT_TIMEOUT_MS"]
+           "DEFAULT_TIMEOUT_MS", "pool_threads"]
 
 _I32 = np.int32
 _SLOT = 16  # int32 per progress slot: one cache line per thread (matches csrc/tvmext_p2p.c)
 #: a wait that sees no progress for this long gives up (the run then raises)
 DEFAULT_TIMEOUT_MS = 20000
+
+
+def pool_threads() -> int:
+    """Threads that one ``T.parallel`` launch of TVM's thread pool runs at once.
+
+    This is ``tvm.runtime.num_threads()``, not ``TVM_NUM_THREADS``: TVM caps the
+    workers of a launch at the cores it may use, so ``TVM_NUM_THREADS=4`` on two
+    cores still runs two.  The executor needs one partition per running thread
+    (a partition queued behind another of the same thread would wait forever).
+
+    >>> pool_threads() >= 1
+    True
+    """
+    import tvm
+
+    return max(int(tvm.runtime.num_threads()), 1)
 
 
 @dataclass(frozen=True)

@@ -476,11 +476,10 @@ def _build(A: sp.csr_array, *, lower: bool, parallel: bool, min_parallel_rows: i
     """
     n = A.shape[0]
     if parallel and sync == "p2p" and n:
-        from schedules.sparse.p2p import P2PExecutor, p2p_schedule
-        from tvm_ext.target import num_threads
+        from schedules.sparse.p2p import P2PExecutor, p2p_schedule, pool_threads
 
         sched = schedule_of_canonical(A, lower)
-        return P2PExecutor(p2p_schedule(sched, num_threads()), what=what, target=target), sched
+        return P2PExecutor(p2p_schedule(sched, pool_threads()), what=what, target=target), sched
     if not parallel:
         seg_ptr, seg_par = executor_segments(None, n)
         ex = SweepExecutor(A, seg_ptr=seg_ptr, seg_par=seg_par, parallel=False, perm=None,
