@@ -232,8 +232,8 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     diagonals come from one compiled pass over the non-zeros
     (:func:`~schedules.sparse.native.inspect_helpers`) that stops once it has
     found more than :data:`DIAGONAL_COUNT_LIMIT` (``diagonals_exact`` says
-    whether it finished; :func:`matrix_stats` without a C compiler); the
-    bandwidth comes from each row's first and last column.  ``_row_lengths``
+    whether it finished; :func:`matrix_stats` without a C compiler); when it
+    stops, the bandwidth comes from each row's first and last column.  ``_row_lengths``
     (an array) rides along for exact SELL/HYB padding counts.
 
     >>> from tvm_ext.workloads import lap2d
@@ -259,8 +259,8 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
 def _structure_stats(A: Any) -> dict[str, Any] | None:
     """:func:`matrix_stats`'s shape, row-length and diagonal keys, the occupied diagonals
     marked by the compiled helper on the host's threads (up to :data:`DIAGONAL_COUNT_LIMIT`,
-    ``diagonals_exact``), the bandwidth from the rows' first and last columns; None without
-    the helper."""
+    ``diagonals_exact``), the bandwidth from the extreme marks (from the rows' first and last
+    columns when the count stopped); None without the helper."""
     from schedules.sparse.inspectors import on_threads, row_ranges
     from schedules.sparse.native import inspect_helpers
 
@@ -281,11 +281,14 @@ def _structure_stats(A: Any) -> dict[str, Any] | None:
     exact = bool(found.max(initial=0) <= DIAGONAL_COUNT_LIMIT)
     for mk in marks[1:]:
         marks[0] |= mk
-    n_diag = int(np.count_nonzero(marks[0])) if A.nnz else 0
-    # sorted rows: a row's first and last columns are its extreme diagonals
-    full = np.flatnonzero(lengths)
-    lo_off = int((A.indices[A.indptr[full]] - full).min()) if full.size else 0
-    hi_off = int((A.indices[A.indptr[full + 1] - 1] - full).max()) if full.size else 0
+    occupied = np.flatnonzero(marks[0]) if A.nnz else np.zeros(0, np.int64)
+    n_diag = int(occupied.size)
+    if exact or not A.nnz:  # the extreme offsets are the first and last occupied diagonals
+        lo_off, hi_off = (int(occupied[0]) - (m - 1), int(occupied[-1]) - (m - 1)) if n_diag else (0, 0)
+    else:  # sorted rows: a row's first and last columns are its extreme diagonals
+        full = np.flatnonzero(lengths)
+        lo_off = int((A.indices[A.indptr[full]] - full).min())
+        hi_off = int((A.indices[A.indptr[full + 1] - 1] - full).max())
     max_len = int(lengths.max()) if m else 0
     return {
         "rows": int(m), "cols": int(n), "nnz": int(A.nnz),
