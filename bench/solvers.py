@@ -26,7 +26,13 @@ Tables:
    call of many, the executors called in turn (on a shared machine the best
    call is the least disturbed one, and taking turns exposes every executor
    to the same load).  Goal: >= 1.6x the serial TVM
-   sweep on 2 threads where levels average >= 100 rows.
+   sweep on 2 threads where levels average >= 100 rows.  Beside it, **what
+   bounds the speed-up**: the bytes a sweep must move, the GB/s the serial
+   and point-to-point sweeps reach, and two ceilings: the all-thread copy
+   bandwidth of the level the data lives in (L3 or DRAM, table 0) over the
+   serial sweep's GB/s (a memory-bound sweep gains no more), and threads x
+   serial / level order (the parallel executors run rows in level order; what
+   that order costs one thread, it costs each of them).
 3. **PCG time-to-solution** (``tol`` relative residual, inspector included)
    with the SGS preconditioner against ``scipy.sparse.linalg.cg`` with the
    *same* preconditioner, ``M^-1 r = (D+U)^-1 D (D+L)^-1 r`` built from
@@ -98,16 +104,21 @@ def copy(x_h: T.handle, y_h: T.handle, chunk: T.int32, chunks: T.int32):
     return tvm.IRModule(funcs)
 
 
-def bandwidth(run: BenchRun, threads: int) -> None:
+def bandwidth(run: BenchRun, threads: int) -> dict[str, float]:
     """Copy bandwidth (GB/s, read + write) of one core and of ``threads`` threads, on an
     L3-resident and a DRAM-sized pair of vectors: a vectorised TIR copy, its serial twin
-    against its chunked parallel version, called in turn (best call of many)."""
+    against its chunked parallel version, called in turn (best call of many).
+
+    Returns the all-thread figures by working set (``"L3"``, ``"DRAM"``), the
+    ceilings :func:`sweep_bound` holds the sweeps against."""
     import tvm
 
     from tvm_ext.kernel_cache import get_or_build
 
     mod = get_or_build(("bench.solvers.copy", 1), _copy_funcs)
-    for label, nbytes in (("L3-resident (2 x 4 MiB)", 4 << 20), ("DRAM (2 x 256 MiB)", 256 << 20)):
+    ceilings = {}
+    for key, label, nbytes in (("L3", "L3-resident (2 x 4 MiB)", 4 << 20),
+                               ("DRAM", "DRAM (2 x 256 MiB)", 256 << 20)):
         n = nbytes // 8
         x = tvm.runtime.tensor(np.ones(n), tvm.cpu(0))
         y = tvm.runtime.empty((n,), "float64", tvm.cpu(0))
@@ -118,6 +129,39 @@ def bandwidth(run: BenchRun, threads: int) -> None:
         run.add({"working set": label, "bytes": 2 * nbytes, "threads": threads,
                  "one_core_gbs": 2 * nbytes / t["one"] / 1e9,
                  "all_threads_gbs": 2 * nbytes / t["all"] / 1e9})
+        ceilings[key] = 2 * nbytes / t["all"] / 1e9
+    return ceilings
+
+
+def sweep_bytes(executor, passes: int) -> int:
+    """Bytes one sweep must move at the least (``passes`` row passes: 1 for a
+    triangular solve, 2 for symmetric Gauss-Seidel): every stored off-diagonal
+    entry (value + int32 column), and per row its ``indptr`` entry, ``1/diag``,
+    ``b`` and the written ``x``.  Reads of ``x[j]`` are taken as cache hits.
+
+    >>> from schedules.sparse.triangular import TriangularSolver
+    >>> import scipy.sparse as sp
+    >>> sweep_bytes(TriangularSolver(sp.eye_array(4, format="csr")).executor, 1)
+    112
+    """
+    n, vb = executor.n, np.dtype(executor.dtype).itemsize
+    return passes * (executor.offdiag_nnz * (vb + 4) + n * (4 + 3 * vb))
+
+
+def sweep_bound(nbytes: int, serial_s: float, ceilings: dict[str, float]) -> tuple[str, float]:
+    """Where a sweep's data lives between calls (``"L3"`` when its bytes fit in
+    the last-level cache, else ``"DRAM"``) and the most any parallel executor
+    can gain over the serial sweep if it is memory-bound: that level's
+    all-thread copy bandwidth over the serial sweep's achieved bandwidth.
+
+    >>> sweep_bound(10 << 20, 1e-3, {"L3": 100.0, "DRAM": 30.0})[0]
+    'L3'
+    """
+    from tvm_ext.target import hardware_facts
+
+    f = hardware_facts()
+    where = "L3" if nbytes <= 0.75 * f.l3_bytes * f.cores else "DRAM"
+    return where, ceilings[where] / (nbytes / serial_s / 1e9)
 
 
 def _best_call(fn, reps: int, min_s: float = 0.3) -> float:
@@ -203,7 +247,7 @@ def _race(fns: dict, rounds: int = 150, min_s: float = 1.0) -> dict[str, float]:
     return best
 
 
-def sweeps(run: BenchRun, name: str, A: sp.csr_array) -> None:
+def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]) -> None:
     from pyamg.relaxation.relaxation import gauss_seidel
 
     from schedules.sparse.triangular import FORWARD, SYMMETRIC, GaussSeidel, TriangularSolver
@@ -222,6 +266,9 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array) -> None:
     for k, t in _race({k: _call(v.executor, n, FORWARD) for k, v in trsv.items()}).items():
         row[f"trsv_{k}_s"] = t
     b = np.random.default_rng(1).standard_normal(n)
+    threads = p2p.executor.schedule.threads
+    for what, ex, passes in (("trsv", serial.executor, 1),):
+        _bounds(row, what, sweep_bytes(ex, passes), ceilings, threads)
     row["trsv_scipy_s"] = time_python(lambda: spla.spsolve_triangular(L, b, lower=True),
                                       repeat=3, min_repeat_s=0.0).min
     gs = {k: GaussSeidel(A, **kw).executor for k, kw in
@@ -234,9 +281,25 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array) -> None:
     row["sgs_pyamg_s"] = _best_call(lambda: gauss_seidel(A, x, b, iterations=1, sweep="symmetric"),
                                     50)
     row["trsv_best_s"] = min(row["trsv_barrier_s"], row["trsv_p2p_s"])
+    _bounds(row, "sgs", sweep_bytes(gs["serial"], 2), ceilings, threads)
     row["sgs_segments"] = gs["p2p"].schedule.segments[0]
     row["sgs_best_s"] = min(row["sgs_barrier_s"], row["sgs_p2p_s"])
     run.add(row)
+
+
+def _bounds(row: dict, what: str, nbytes: int, ceilings: dict[str, float], threads: int) -> None:
+    """Bytes, achieved GB/s and the two ceilings of one sweep's parallel speed-up:
+    memory bandwidth (:func:`sweep_bound`) and the row order (``threads`` x the
+    serial sweep over the same kernel on one thread in level order: the parallel
+    executors run the level order, so what the reordering costs one thread
+    bounds them too)."""
+    serial, order = row[f"{what}_serial_s"], row[f"{what}_levelorder_s"]
+    where, bw_x = sweep_bound(nbytes, serial, ceilings)
+    row.update({f"{what}_mb": nbytes / 1e6, f"{what}_lives_in": where,
+                f"{what}_serial_gbs": nbytes / serial / 1e9,
+                f"{what}_p2p_gbs": nbytes / row[f"{what}_p2p_s"] / 1e9,
+                f"{what}_bw_bound_x": bw_x, f"{what}_order_bound_x": threads * serial / order,
+                f"{what}_bound_x": min(bw_x, threads * serial / order)})
 
 
 def _scipy_sgs_operator(A: sp.csr_array) -> spla.LinearOperator:
@@ -306,7 +369,7 @@ def main() -> None:
     bw = BenchRun("solvers_bandwidth", out_dir=out)
     print(bw.header())
     print(f"load average at start: {os.getloadavg()[0]:.2f} (the machine may be shared)")
-    bandwidth(bw, args.threads)
+    ceilings = bandwidth(bw, args.threads)
     print("\n## Copy bandwidth, GB/s read + write (vectorised TIR copy: serial twin vs chunked "
           "parallel, called in turn)\n")
     print(bw.markdown(["working set", "threads", "one_core_gbs", "all_threads_gbs"],
@@ -330,7 +393,7 @@ def main() -> None:
     sw = BenchRun("solvers_sweeps", out_dir=out)
     hpcg = {f"lap3d({sizes['hpcg']}) 27pt HPCG": lap3d(sizes["hpcg"], 27)}
     for name, A in {**hpcg, **mats}.items():
-        sweeps(sw, name, A)
+        sweeps(sw, name, A, ceilings)
     print("\n## Lower triangular solve and one symmetric Gauss-Seidel sweep (seconds, best of runs)\n")
     print(sw.markdown(
         ["matrix", "rows", "nnz", "levels", "rows_per_level", "p2p_waits", "sgs_segments",
@@ -344,6 +407,15 @@ def main() -> None:
                 "sgs serial/barrier": ("sgs_serial_s", "sgs_barrier_s"),
                 "sgs serial/p2p": ("sgs_serial_s", "sgs_p2p_s"),
                 "sgs pyamg/best": ("sgs_pyamg_s", "sgs_best_s")}))
+    print("\n## What bounds the speed-up: bytes per sweep, achieved GB/s, and the ceilings "
+          "(all-thread copy bandwidth of where the data lives / the serial sweep's GB/s; "
+          "threads x serial / level order)\n")
+    print(sw.markdown(
+        ["matrix", "trsv_mb", "trsv_lives_in", "trsv_serial_gbs", "trsv_p2p_gbs",
+         "trsv_bw_bound_x", "trsv_order_bound_x", "sgs_mb", "sgs_serial_gbs", "sgs_p2p_gbs",
+         "sgs_bw_bound_x", "sgs_order_bound_x"],
+        ratios={"trsv serial/p2p": ("trsv_serial_s", "trsv_p2p_s"),
+                "sgs serial/p2p": ("sgs_serial_s", "sgs_p2p_s")}))
     wide = [r for r in sw.rows if r["rows_per_level"] >= 100]
     for what in ("trsv", "sgs"):
         for ex in ("barrier", "p2p"):
@@ -351,6 +423,10 @@ def main() -> None:
             print(f"{what} serial/{ex} on matrices with >= 100 rows per level: geomean "
                   f"{geomean(ratios):.2f}, min {min(ratios, default=float('nan')):.2f} "
                   f"(goal >= 1.6)")
+        bound = [r[f"{what}_bound_x"] for r in wide]
+        print(f"{what} ceiling on the same matrices (min of bandwidth and order bounds): geomean "
+              f"{geomean(bound):.2f}, min {min(bound, default=float('nan')):.2f}; bandwidth "
+              f"alone {geomean(r[f'{what}_bw_bound_x'] for r in wide):.2f}")
 
     pc = BenchRun("solvers_pcg", out_dir=out)
     maxiter = 3000
