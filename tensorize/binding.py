@@ -64,7 +64,18 @@ def as_binding(mapping: Any, isa: str | None = None) -> AxisBinding:
 
 
 def binding_from_mapping(mapping: Any, isa: str | None = None) -> AxisBinding:
-    """Read a mapper ``Mapping``: instruction name and fixed sizes, axis map, transforms, origins."""
+    """Read a mapper ``Mapping``: instruction name and fixed sizes, axis map, transforms, origins
+    and the instruction axes' kinds (``R`` for the axes its statements reduce).
+
+    >>> from tvm import te
+    >>> from tensorize.search import find_mappings
+    >>> A = te.placeholder((16, 16), name="A"); B = te.placeholder((16, 16), name="B")
+    >>> k = te.reduce_axis((0, 16), name="k")
+    >>> C = te.compute((16, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    >>> b = binding_from_mapping(find_mappings(C, "x86", instructions=["matmul_16x16x16"])[0])
+    >>> b.instruction, b.kinds, b.origins["k"]
+    ('matmul_16x16x16', {'i': 'S', 'j': 'S', 'k': 'R'}, ('C', 'k'))
+    """
     try:
         ins, amap, prog = mapping.instruction, dict(mapping.axis_map), mapping.program
     except AttributeError:
@@ -118,6 +129,14 @@ def block_iters(sch, block) -> list[BlockIter]:
 
     Raises :class:`ScheduleError` when an iter is bound to an expression (the
     block was already split or fused): emission starts from the kernel as written.
+
+    >>> from tvm import s_tir, te
+    >>> A = te.placeholder((8, 4), name="A")
+    >>> k = te.reduce_axis((0, 4), name="k")
+    >>> B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B]))
+    >>> [(it.name, it.extent, it.kind) for it in block_iters(sch, sch.get_sblock("B"))]
+    [('v_i', 8, 'S'), ('v_k', 4, 'R')]
     """
     realize = _realize_of(sch, block)
     stmt = realize.block
@@ -156,7 +175,17 @@ def _resolve_iter(iters: Sequence[BlockIter], name: str, block_name: str,
 
 def mapped_iters(sch, block, binding: AxisBinding, iters: Sequence[BlockIter] | None = None
                  ) -> dict[str, BlockIter]:
-    """Instruction axis -> the block iter that plays it."""
+    """Instruction axis -> the block iter that plays it (:class:`MappingError` when the binding
+    names an axis the block does not have).
+
+    >>> from tvm import s_tir, te
+    >>> A = te.placeholder((8, 4), name="A")
+    >>> k = te.reduce_axis((0, 4), name="k")
+    >>> B = te.compute((8,), lambda i: te.sum(A[i, k], axis=k), name="B")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B]))
+    >>> mapped_iters(sch, sch.get_sblock("B"), AxisBinding("dot", {"k": "k"}))["k"].loop_name
+    'k'
+    """
     iters = block_iters(sch, block) if iters is None else iters
     bname = sch.get(block).name_hint
     return {a: _resolve_iter(iters, k, bname, binding.origins) for a, k in binding.axis_map.items()}

@@ -21,6 +21,7 @@ Example::
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tvm_ext.errors import MappingError
 
@@ -186,8 +187,16 @@ def _load_buffer(e):
     return getattr(e, "buffer", None) or e.source
 
 
-def region_buffer(r):
-    """The buffer of a read/write region (``TensorRegion.source`` in TVM 0.27)."""
+def region_buffer(r: Any) -> Any:
+    """The buffer of a block's read/write region (``TensorRegion.source`` in TVM 0.27).
+
+    >>> from tvm import s_tir, te
+    >>> A = te.placeholder((4,), name="A")
+    >>> B = te.compute((4,), lambda i: A[i] + 1.0, name="B")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B]))
+    >>> region_buffer(sch.get(sch.get_sblock("B")).reads[0]).name
+    'A'
+    """
     return getattr(r, "buffer", None) or r.source
 
 
@@ -268,8 +277,13 @@ def _operand(buf, indices, axes, var_of, name, bname, scope="global") -> Operand
     return OperandSpec(name, buf.name, len(indices), tuple(dims), tuple(terms), unit, scope, tuple(bare))
 
 
-def last_nonunit(buf) -> int:
-    """Index of the buffer's last dim with extent > 1 (the unit-stride one of a compact buffer)."""
+def last_nonunit(buf: Any) -> int:
+    """Index of the buffer's last dim with extent > 1 (the unit-stride one of a compact buffer).
+
+    >>> from tvm import tirx
+    >>> last_nonunit(tirx.decl_buffer((8, 16, 1), "float32"))
+    1
+    """
     shape = [int(n) for n in buf.shape]
     for d in range(len(shape) - 1, -1, -1):
         if shape[d] > 1:

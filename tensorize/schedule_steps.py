@@ -103,6 +103,19 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
     Returns the block, its spec (derived again after padding) and the padded extents by
     instruction axis (empty when nothing was padded); the pad's producer and consumer copy
     blocks are scheduled with :func:`schedule_elementwise`.
+
+    >>> from tvm import s_tir, te
+    >>> from tensorize.binding import AxisBinding
+    >>> from tensorize.tensor_intrin import get_implementation
+    >>> A = te.placeholder((30, 16), name="A"); B = te.placeholder((16, 32), name="B")
+    >>> k = te.reduce_axis((0, 16), name="k")
+    >>> C = te.compute((30, 32), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
+    >>> blk, bind = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
+    >>> steps = []
+    >>> tile = {"i": 8, "j": 32, "k": 16}
+    >>> pad_to_tiles(sch, blk, bind, derive_spec(sch, blk, bind), tile, get_implementation("x86", "micro"), steps)[2]
+    {'i': 32}
     """
     iters = block_iters(sch, block)
     by_axis = mapped_iters(sch, block, binding, iters)
@@ -155,6 +168,19 @@ def pack_inputs(sch, block, spec: IntrinSpec, tile: dict[str, int], pack: str,
     ``"never"`` none.  Each packed input becomes a ``cache_read`` copy in panels
     ``[.., d // NR, <other kept dims>, d % NR]``.  Returns the block, the spec with the
     packed operands and the names of the packed buffers.
+
+    >>> from tvm import s_tir, te
+    >>> from tensorize.binding import AxisBinding
+    >>> A = te.placeholder((32, 16), name="A"); B = te.placeholder((16, 64), name="B")
+    >>> k = te.reduce_axis((0, 16), name="k")
+    >>> C = te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
+    >>> blk, bind = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
+    >>> tile = {"i": 8, "j": 32, "k": 16}
+    >>> spec = derive_spec(sch, blk, bind).with_extents(tile)
+    >>> _, packed_spec, packed = pack_inputs(sch, blk, spec, tile, "always", [])
+    >>> packed, packed_spec.inputs[1].buffer
+    (['B'], 'B_global')
     """
     from tvm.tirx import IndexMap
 
@@ -312,6 +338,20 @@ def schedule_loops(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dic
 
     Returns the loop to tensorize (the first instruction axis' inner loop), the outer
     spatial loops (one fused loop when parallelised) and the fused consumers' names.
+
+    >>> from tvm import s_tir, te
+    >>> from tensorize.binding import AxisBinding
+    >>> A = te.placeholder((32, 16), name="A"); B = te.placeholder((16, 64), name="B")
+    >>> k = te.reduce_axis((0, 16), name="k")
+    >>> C = te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
+    >>> blk, bind = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
+    >>> tile = {"i": 8, "j": 32, "k": 16}
+    >>> spec = derive_spec(sch, blk, bind).with_extents(tile)
+    >>> steps = []
+    >>> inner, outer, fused = schedule_loops(sch, blk, bind, spec, tile, "kernel", True, True, steps)
+    >>> len(outer), steps[-1]
+    (1, 'decompose_reduction (init split off)')
     """
     outer_sp, outer_red, inner = _tile_loops(sch, block, binding, spec, tile, outer, steps)
     epi: list[str] = []

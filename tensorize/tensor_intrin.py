@@ -48,7 +48,14 @@ def _region(op: OperandSpec, ext: dict[str, int]) -> str:
 
 
 def signature(spec: IntrinSpec) -> str:
-    """``def f(C_h: T.handle, A_h: T.handle, ...)`` line shared by desc and impl."""
+    """``def f(C_h: T.handle, A_h: T.handle, ...)`` line shared by desc and impl.
+
+    >>> from tensorize.intrin_spec import IntrinSpec, OperandSpec
+    >>> c = OperandSpec("C", "C", 1, (0,), ((("i", 1),),), True)
+    >>> a = OperandSpec("A", "A", 1, (0,), ((("i", 1),),), True)
+    >>> signature(IntrinSpec("axpy", "x86", "float32", ("i",), ("S",), (16,), c, (a,), "{C} + {A}"))
+    'def f(C_h: T.handle, A_h: T.handle) -> None:'
+    """
     args = ", ".join(f"{op.name}_h: T.handle" for op in spec.operands)
     return f"def f({args}) -> None:"
 
@@ -174,7 +181,15 @@ _IMPLS: dict[tuple[str, str], Implementation] = {}
 
 
 def register_implementation(impl: Implementation, *, override: bool = False) -> Implementation:
-    """Add an implementation under ``(impl.isa, impl.name)``."""
+    """Add an implementation under ``(impl.isa, impl.name)`` (:class:`ScheduleError` if taken and
+    not ``override``).
+
+    >>> from tensorize.x86 import PackedCall
+    >>> register_implementation(PackedCall())
+    Traceback (most recent call last):
+    ...
+    tvm_ext.errors.ScheduleError: implementation 'packed' for ISA 'x86' is already registered
+    """
     key = (impl.isa, impl.name)
     if key in _IMPLS and not override:
         raise ScheduleError(f"implementation {impl.name!r} for ISA {impl.isa!r} is already registered")
@@ -188,6 +203,9 @@ def get_implementation(isa: str, name: str, instruction: str | None = None) -> I
     With ``instruction``, an implementation attached to that instruction in the
     ISA registry (``get_isa(isa).implement(instruction, impl, backend="tvm.<name>")``)
     takes precedence over the ISA-wide one.
+
+    >>> get_implementation("x86", "blas").accumulate_local
+    False
     """
     if instruction is not None:
         attached = _attached(isa, instruction, name)
@@ -214,5 +232,9 @@ def _attached(isa: str, instruction: str, name: str) -> Implementation | None:
 
 
 def implementations(isa: str) -> list[str]:
-    """Names of the implementations registered for ``isa``."""
+    """Names of the implementations registered for ``isa``.
+
+    >>> implementations("x86")
+    ['blas', 'micro', 'packed']
+    """
     return sorted(n for i, n in _IMPLS if i == isa)

@@ -398,3 +398,13 @@ def test_tensorize_modules_import_one_another_without_cycles():
     assert _import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
     assert "tensorize.tensor_intrin" in graph["tensorize.x86"]
     assert _import_cycle(graph) == []
+
+
+@pytest.mark.parametrize("module", ["tensorize.binding", "tensorize.intrin_spec", "tensorize.tensor_intrin",
+                                    "tensorize.schedule_steps", "tensorize.emit", "tvm_ext.tvmscript_text"])
+def test_the_emission_modules_examples_run(module):
+    import doctest
+    import importlib
+
+    result = doctest.testmod(importlib.import_module(module))
+    assert result.attempted > 0 and result.failed == 0
