@@ -18,6 +18,7 @@ for i in range(4):
 """
 from __future__ import annotations
 
+import functools
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Callable, Iterator, Sequence
@@ -93,6 +94,17 @@ def native_lanes(dtype: str, target=None) -> int:
 
 
 def _vector_bytes(target) -> int:
+    if target is None:  # the host's: asked on every executor build, and a Target costs ~50 us to make
+        return _host_vector_bytes()
+    return _target_vector_bytes(target)
+
+
+@functools.lru_cache(maxsize=1)
+def _host_vector_bytes() -> int:
+    return _target_vector_bytes(None)
+
+
+def _target_vector_bytes(target) -> int:
     from tvm_ext.target import hardware_facts, resolve_target
 
     tgt = resolve_target(target)
