@@ -8,12 +8,10 @@ need no special case.
 
 Example::
 
-    >>> from tvm import s_tir, te
+    >>> from tvm import s_tir
     >>> from tensorize.binding import AxisBinding
-    >>> A = te.placeholder((64, 32), name="A"); B = te.placeholder((32, 64), name="B")
-    >>> k = te.reduce_axis((0, 32), name="k")
-    >>> C = te.compute((64, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
+    >>> from tensorize.kernels.zoo import matmul
+    >>> sch = s_tir.Schedule(matmul(64, 64, 32).prim_func())
     >>> spec = derive_spec(sch, sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"}))
     >>> spec.expr, spec.vector_axis
     ('C[v_i, v_j] + A[v_i, v_k] * B[v_k, v_j]', 'j')

@@ -16,15 +16,20 @@ The steps :func:`tensorize.emit.apply` runs between deriving an
 
 Every step appends a readable line to the caller's ``steps`` list.
 
-Example::
+Example (a 30 x 64 x 16 matmul on an 8 x 32 x 16 tile: pad, pack ``B``, loops)::
 
-    >>> from tvm import s_tir, te, tirx
-    >>> A = te.placeholder((64, 256), name="A")
-    >>> B = te.compute((64, 256), lambda i, j: A[i, j] * 2.0, name="B")
-    >>> sch = s_tir.Schedule(te.create_prim_func([A, B]))
-    >>> schedule_elementwise(sch, sch.get_sblock("B"))
-    >>> [tirx.ForKind(sch.get(lp).kind).name for lp in sch.get_loops(sch.get_sblock("B"))]
-    ['PARALLEL', 'VECTORIZED']
+    >>> from tvm import s_tir
+    >>> from tensorize.binding import AxisBinding
+    >>> from tensorize.kernels.zoo import matmul
+    >>> from tensorize.tensor_intrin import get_implementation
+    >>> sch, tile = s_tir.Schedule(matmul(30, 64, 16).prim_func()), {"i": 8, "j": 32, "k": 16}
+    >>> blk, bind, steps = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"}), []
+    >>> micro = get_implementation("x86", "micro")
+    >>> blk, spec, padded = pad_to_tiles(sch, blk, bind, derive_spec(sch, blk, bind), tile, micro, steps)
+    >>> blk, spec, packed = pack_inputs(sch, blk, spec.with_extents(tile), tile, "always", steps)
+    >>> inner, outer, fused = schedule_loops(sch, blk, bind, spec, tile, "panel", True, True, steps)
+    >>> padded, packed, steps[-1]
+    ({'i': 32}, ['B'], 'decompose_reduction (init split off)')
 """
 from __future__ import annotations
 
@@ -104,18 +109,7 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
     instruction axis (empty when nothing was padded); the pad's producer and consumer copy
     blocks are scheduled with :func:`schedule_elementwise`.
 
-    >>> from tvm import s_tir, te
-    >>> from tensorize.binding import AxisBinding
-    >>> from tensorize.tensor_intrin import get_implementation
-    >>> A = te.placeholder((30, 16), name="A"); B = te.placeholder((16, 32), name="B")
-    >>> k = te.reduce_axis((0, 16), name="k")
-    >>> C = te.compute((30, 32), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
-    >>> blk, bind = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
-    >>> steps = []
-    >>> tile = {"i": 8, "j": 32, "k": 16}
-    >>> pad_to_tiles(sch, blk, bind, derive_spec(sch, blk, bind), tile, get_implementation("x86", "micro"), steps)[2]
-    {'i': 32}
+    The module docstring's example runs it.
     """
     iters = block_iters(sch, block)
     by_axis = mapped_iters(sch, block, binding, iters)
@@ -169,18 +163,7 @@ def pack_inputs(sch, block, spec: IntrinSpec, tile: dict[str, int], pack: str,
     ``[.., d // NR, <other kept dims>, d % NR]``.  Returns the block, the spec with the
     packed operands and the names of the packed buffers.
 
-    >>> from tvm import s_tir, te
-    >>> from tensorize.binding import AxisBinding
-    >>> A = te.placeholder((32, 16), name="A"); B = te.placeholder((16, 64), name="B")
-    >>> k = te.reduce_axis((0, 16), name="k")
-    >>> C = te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
-    >>> blk, bind = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
-    >>> tile = {"i": 8, "j": 32, "k": 16}
-    >>> spec = derive_spec(sch, blk, bind).with_extents(tile)
-    >>> _, packed_spec, packed = pack_inputs(sch, blk, spec, tile, "always", [])
-    >>> packed, packed_spec.inputs[1].buffer
-    (['B'], 'B_global')
+    The module docstring's example runs it.
     """
     from tvm.tirx import IndexMap
 
@@ -305,7 +288,16 @@ def _lanes_of(block) -> int:
 def schedule_elementwise(sch, block) -> None:
     """Vectorise the innermost loop (in pieces of the target's vector lanes when long) and parallelise the fused
     loops around it, of a plain block such as a pad or pack copy (best effort: a block
-    that refuses keeps its loops)."""
+    that refuses keeps its loops).
+
+    >>> from tvm import s_tir, te, tirx
+    >>> A = te.placeholder((64, 256), name="A")
+    >>> B = te.compute((64, 256), lambda i, j: A[i, j] * 2.0, name="B")
+    >>> sch = s_tir.Schedule(te.create_prim_func([A, B]))
+    >>> schedule_elementwise(sch, sch.get_sblock("B"))
+    >>> [tirx.ForKind(sch.get(lp).kind).name for lp in sch.get_loops(sch.get_sblock("B"))]
+    ['PARALLEL', 'VECTORIZED']
+    """
     TvmScheduleError = schedule_refusals()
 
     try:
@@ -339,19 +331,7 @@ def schedule_loops(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dic
     Returns the loop to tensorize (the first instruction axis' inner loop), the outer
     spatial loops (one fused loop when parallelised) and the fused consumers' names.
 
-    >>> from tvm import s_tir, te
-    >>> from tensorize.binding import AxisBinding
-    >>> A = te.placeholder((32, 16), name="A"); B = te.placeholder((16, 64), name="B")
-    >>> k = te.reduce_axis((0, 16), name="k")
-    >>> C = te.compute((32, 64), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
-    >>> sch = s_tir.Schedule(te.create_prim_func([A, B, C]))
-    >>> blk, bind = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"})
-    >>> tile = {"i": 8, "j": 32, "k": 16}
-    >>> spec = derive_spec(sch, blk, bind).with_extents(tile)
-    >>> steps = []
-    >>> inner, outer, fused = schedule_loops(sch, blk, bind, spec, tile, "kernel", True, True, steps)
-    >>> len(outer), steps[-1]
-    (1, 'decompose_reduction (init split off)')
+    The module docstring's example runs it.
     """
     outer_sp, outer_red, inner = _tile_loops(sch, block, binding, spec, tile, outer, steps)
     epi: list[str] = []

@@ -9,12 +9,16 @@ module's API, so an executor imports its toolkit from one place); this module ad
 the executors' parameters (:class:`Buffer`, :func:`prim_func_source`), dtypes and
 fused row consumers.
 
->>> code = Code()
->>> with code.block("for i in range(4):"):
-...     code("pass")
->>> print(code.text())
-for i in range(4):
-    pass
+>>> body = Code()
+>>> body("C[0] = T.float32(0)")
+>>> print(prim_func_source("zero", [Buffer("c", "C", ("n",), "float32")], [], ["n"], body))
+@T.prim_func(s_tir=True)
+def zero(c: T.handle):
+    T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+    n = T.int32()
+    C = T.match_buffer(c, (n,), "float32")
+    C[0] = T.float32(0)
+<BLANKLINE>
 """
 from __future__ import annotations
 
