@@ -240,3 +240,34 @@ def _legalized(mod):
     from tvm_ext.compile_steps import passes as P
 
     return tvm.transform.Sequential([P.PrepareForInference(), P.ConvertConvLayout(), P.LegalizeAndFuse()])(mod)
+
+
+def test_register_file_tile_is_a_candidate_on_avx512_only_and_computes_the_same_product():
+    """AVX-512 (32 registers) offers a 14-row x 2-vector tile beside the default 7 rows of a 28-wide
+    row; AVX2 (16 registers) has no room beyond its default.  The 14-row kernel equals numpy."""
+    import tvm
+    from tvm import te
+
+    from tvm_ext.compile_steps.llvm_schedule import target_variants, tensorize_primfunc
+    from tvm_ext.target import default_target, hardware_facts, resolve_target
+
+    avx512 = target_variants(resolve_target({"kind": "llvm", "mcpu": "skylake-avx512"}))
+    assert {"tiles": {"rows": 14, "vector": 32}} in avx512
+    assert not [v for v in target_variants(resolve_target({"kind": "llvm", "mcpu": "haswell"})) if "rows" in
+                v.get("tiles", {}) and v["tiles"]["rows"] > 4]
+    lanes = hardware_facts(default_target()).lanes("float32")
+    x = te.placeholder((1, 4, 28, 32), name="x")
+    w = te.placeholder((2 * lanes, 1, 1, 32), name="w")
+    rc = te.reduce_axis((0, 32), "rc")
+    y = te.compute((1, 4, 28, 2 * lanes), lambda n, i, j, f: te.sum(x[n, i, j, rc] * w[f, 0, 0, rc], axis=rc),
+                   name="conv2d_nhwc")
+    with default_target():
+        sch, emitted, why = tensorize_primfunc(te.create_prim_func([x, w, y]),
+                                               tiles={"rows": 14, "vector": 2 * lanes})
+    assert sch is not None, why
+    rng = np.random.default_rng(0)
+    xv, wv = rng.standard_normal((1, 4, 28, 32), "float32"), rng.standard_normal((2 * lanes, 1, 1, 32), "float32")
+    f = tvm.compile(sch.mod, target=default_target())
+    o = tvm.runtime.empty((1, 4, 28, 2 * lanes), "float32")
+    f["main"](tvm.runtime.tensor(xv), tvm.runtime.tensor(wv), o)
+    np.testing.assert_allclose(o.numpy(), xv @ wv.reshape(2 * lanes, 32).T, rtol=1e-4, atol=1e-4)
