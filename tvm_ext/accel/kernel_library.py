@@ -64,8 +64,6 @@ class KernelLibraryApproach(HeuristicApproach):
     def __init__(self, system: "SystemGraph | None" = None, **kwargs):
         super().__init__(**kwargs)
         self.system = system
-        self._grids: dict[int, tuple[dict, dict, int, int]] = {}
-        self._ranks: dict[tuple, int] = {}
 
     @staticmethod
     def _output_piece(tiles: TileSet, tile: int) -> int:
@@ -82,7 +80,8 @@ class KernelLibraryApproach(HeuristicApproach):
         (block-cyclic, which balances ragged edges), ``R/gr`` and ``C/gc`` bands
         of the inputs, so ``R/gr + C/gc`` is minimised.
         """
-        if op not in self._grids:
+        grids = tiles.__dict__.setdefault("_kl_grids", {})   # per unrolled workload and system
+        if (id(system), op) not in grids:
             rows, cols = set(), set()
             op_tiles = np.flatnonzero(tiles.op == op)
             for t in op_tiles:
@@ -101,9 +100,9 @@ class KernelLibraryApproach(HeuristicApproach):
                 if best is None or key < best[0]:
                     best = (key, gr, gc)
             _, gr, gc = best
-            self._grids[op] = ({r: i for i, r in enumerate(sorted(rows))},
-                               {c: i for i, c in enumerate(sorted(cols))}, gr, gc)
-        return self._grids[op]
+            grids[id(system), op] = ({r: i for i, r in enumerate(sorted(rows))},
+                                     {c: i for i, c in enumerate(sorted(cols))}, gr, gc)
+        return grids[id(system), op]
 
     def block(self, tiles: TileSet, system: SystemGraph, tile: int) -> tuple[int, int]:
         """The unit block (row, column in the op's grid) that computes ``tile`` (block-cyclic)."""
@@ -142,7 +141,8 @@ class KernelLibraryApproach(HeuristicApproach):
         op = int(sched.tiles.op[tile])
         blk = self.block(sched.tiles, sched.system, tile)
         band = (op, sched.pieces.tensor[self._output_piece(sched.tiles, tile)], blk)
-        rank = self._ranks.setdefault(band, len([b for b in self._ranks if b[0] == op]))
+        ranks = sched.__dict__.setdefault("_kl_ranks", {})   # per scheduler: an approach may be reused
+        rank = ranks.setdefault(band, len([b for b in ranks if b[0] == op]))
         doms = sorted({sched.system.domain(d) for d in candidates})
         g = doms[rank % len(doms)]
         units = [d for d in candidates if sched.system.domain(d) == g]
