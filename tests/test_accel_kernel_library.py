@@ -76,3 +76,14 @@ def test_small_gru_beats_the_kernel_library_which_reloads_its_weights_every_step
     weights = 4 * 3 * 64 * (64 + 64)
     assert hbm(r["bytes_by_level_kl"]) >= r["steps"] * weights            # the library reloads them every step
     assert hbm(r["bytes_by_level"]) < hbm(r["bytes_by_level_kl"])
+
+
+def test_one_kernel_library_approach_schedules_several_workloads():
+    system = load_system("default")
+    approach = KernelLibraryApproach(system)
+    for M, N, K in ((64, 96, 32), (96, 32, 64)):
+        wl = gemm_workload(M, N, K)
+        sched = Scheduler(wl, system, approach, isolate_ops=True)
+        ins = wl.random_inputs(seed=M)
+        out = simulate(sched.result(sched.run(), kind="kl"), ins).outputs["C"]
+        np.testing.assert_allclose(out, ins["A"] @ ins["B"], rtol=2e-5, atol=2e-4)
