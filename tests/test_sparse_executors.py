@@ -457,3 +457,23 @@ def test_bcsr_spmv_keeps_one_accumulator_per_block_slot():
     assert "(9,)" in text and "xs" in text  # 3 x 3 slot accumulators, x loaded once per block
     assert 6 * 6 > SPMV_SLOT_ACCUMULATORS
     assert "xs" not in build(make_bcsr(A32, 6, 6), kind="spmv").prim_func.script()
+
+
+@pytest.mark.parametrize("name", ["csr", "bcsr"])
+@pytest.mark.parametrize("kind", ["spmm", "spmv"])
+def test_dynamic_schedule_claims_parts_and_matches_the_fixed_shares(name, kind):
+    from schedules.sparse.executors.codegen import DYNAMIC_PART_WORK
+
+    A = canonical_csr(sp.random(300, 280, density=0.3, random_state=7, format="csr", dtype="float32"))
+    fmt = BUILDERS[name](A)
+    P = CSRParams if name == "csr" else BCSRParams
+    n = 8 if kind == "spmm" else 1
+    B = dense(280, n, "float32") if n > 1 else dense(280, 1, "float32")[:, 0]
+    exes = {d: build_executor(fmt, n_cols=n, kind=kind, params=P(parallel=True, dynamic=d)) for d in (True, False)}
+    for dyn, exe in exes.items():
+        assert exe.params.dynamic is dyn
+        assert ("tvmext_atomic_add" in exe.prim_func.script()) is dyn
+        np.testing.assert_allclose(exe(B), A @ B, **tol("float32"))
+    parts = exes[True]._arrays[-1]  # the part boundaries: one per DYNAMIC_PART_WORK stored entries at least
+    stored = A.nnz if name == "csr" else fmt.bcol.size * fmt.R * fmt.C
+    assert 2 <= parts.shape[0] - 1 <= max(2, stored // DYNAMIC_PART_WORK)

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
 from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, check_consumer, check_dtype,
-                                                consumer_buffers, parallel_items, parse_prim_func,
-                                                prim_func_source)
+                                                consumer_buffers, dynamic_parts, parallel_items,
+                                                parse_prim_func, prim_func_source, resolve_dynamic)
 from schedules.sparse.executors.partition import balanced_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
@@ -44,7 +44,11 @@ SPMV_SLOT_ACCUMULATORS = 32
 class BCSRParams(ExecParams):
     """BCSR knobs (see :class:`ExecParams`).  The block shape R x C belongs to
     the format (its inspector's knob); ``unroll`` defaults so that the
-    ``R * unroll`` accumulators fit in the vector registers."""
+    ``R * unroll`` accumulators fit in the vector registers.  ``dynamic``: as
+    :class:`~schedules.sparse.executors.csr.CSRParams`."""
+
+    parts_per_thread: int = 16
+    dynamic: bool | None = None
 
 
 def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spmm",
@@ -78,7 +82,8 @@ def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spm
 
     with parallel_items(code, "ib", "MBP - 1", params.parallel,
                         prologue=consumer.part_prologue if consumer else None,
-                        epilogue=consumer.part_epilogue if consumer else None):
+                        epilogue=consumer.part_epilogue if consumer else None,
+                        dynamic=bool(getattr(params, "dynamic", False)) and consumer is None):
         if consumer is not None and consumer.row_prologue is not None:
             with code.block(f"for r0 in range({R}):" if R > 1 else None):
                 row = f"ib * {R} + r0" if R > 1 else "ib"
@@ -107,7 +112,8 @@ def _emit_spmv_slots(code: Code, params: ExecParams, dtype: str, R: int, C: int)
     accumulators of each row after the block row (accumulating a row's slots
     in one register would chain ``C`` dependent adds per block).
     """
-    with parallel_items(code, "ib", "MBP - 1", params.parallel):
+    with parallel_items(code, "ib", "MBP - 1", params.parallel,
+                        dynamic=bool(getattr(params, "dynamic", False))):
         with code.block('with T.sblock("block_row"):'):
             code("vb = T.axis.spatial(MBP - 1, ib)")
             code(f'acc = T.sblock_alloc_buffer(({R * C},), "{dtype}", scope="local")')
@@ -169,7 +175,7 @@ class BCSRKernels(FormatKernels):
         require_range(fmt.bcol, 0, max(kb, 1), "bcsr.bcol")
 
     def resolve(self, fmt, params, dtype, kind, n_cols, target):
-        return params.resolve(dtype, n_cols, target, acc_rows=fmt.R, work=self.nnz(fmt))
+        return resolve_dynamic(params.resolve(dtype, n_cols, target, acc_rows=fmt.R, work=self.nnz(fmt)))
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(bcsr_source(params, fmt.data.dtype.name, fmt.R, fmt.C, kind))
@@ -178,12 +184,14 @@ class BCSRKernels(FormatKernels):
         return parse_prim_func(bcsr_source(params, fmt.data.dtype.name, fmt.R, fmt.C, "spmm", consumer))
 
     def signature(self, fmt, params, kind, transpose):
-        return ("bcsr", kind, fmt.data.dtype.name, fmt.R, fmt.C, params.kernel_key())
+        return ("bcsr", kind, fmt.data.dtype.name, fmt.R, fmt.C, params.kernel_key(),
+                bool(getattr(params, "dynamic", False)))
 
     def arrays(self, fmt, params, kind, transpose, threads):
         out = [fmt.indptr, fmt.bcol, fmt.data]
         if params.parallel:
-            out.append(balanced_parts(fmt.indptr, params.n_parts(threads), item_cost=1.0))
+            parts = dynamic_parts(params, threads, self.nnz(fmt))
+            out.append(balanced_parts(fmt.indptr, parts, item_cost=1.0))
         return out
 
     def nnz(self, fmt) -> int:

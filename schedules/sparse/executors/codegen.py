@@ -32,7 +32,8 @@ import numpy as np
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.tvmscript_text import Code, parse_prim_func
 
-__all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dense_alignment", "dense_buffers",
+__all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dynamic_parts", "resolve_dynamic",
+           "DYNAMIC_PART_WORK", "dense_alignment", "dense_buffers",
            "consumer_buffers", "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype",
            "native_lanes", "SUPPORTED_DTYPES"]
 
@@ -160,12 +161,35 @@ class RowConsumer:
 def parallel_items(code: Code, var: str, extent: str, parallel: bool,
                    part: str = "part", count: str = "NP",
                    prologue: Callable[[Code], None] | None = None,
-                   epilogue: Callable[[Code], None] | None = None) -> Iterator[None]:
+                   epilogue: Callable[[Code], None] | None = None,
+                   dynamic: bool = False) -> Iterator[None]:
     """Loop ``var`` over items: ``T.parallel`` over the parts of the ``part``
     boundary array (``count`` entries), or a plain serial ``range(extent)``.
     ``prologue(code)`` / ``epilogue(code)`` are emitted in each part before /
-    after its items (parallel only)."""
-    if parallel:
+    after its items (parallel only).
+
+    ``dynamic``: the threads claim parts in turn from a shared counter
+    (``tvmext_atomic_add`` of ``csrc/tvmext_p2p.c``, which must be loaded;
+    OpenMP's dynamic schedule) instead of each running a fixed share, so a
+    thread the OS holds back leaves its parts to the others.  Each of the
+    ``count - 1`` parallel iterations claims parts until none is left (the
+    first one per thread drains the counter, the rest find it drained).  No
+    prologue or epilogue: a part has no fixed thread.
+    """
+    if parallel and dynamic:
+        if prologue is not None or epilogue is not None:
+            raise ConfigError("parallel_items: a dynamic schedule has no per-part prologue or epilogue")
+        claim = f'T.call_extern("int32", "tvmext_atomic_add", T.address_of(part_next[0]), 0, 1)'
+        code('part_next = T.alloc_buffer((1,), "int32")')
+        code(f'part_claim = T.alloc_buffer(({count},), "int32")')
+        code("part_next[0] = 0")
+        with code.block(f"for t in T.parallel({count} - 1):"):
+            code(f"part_claim[t] = {claim}")
+            with code.block(f"while part_claim[t] < {count} - 1:"):
+                with code.block(f"for {var} in range({part}[part_claim[t]], {part}[part_claim[t] + 1]):"):
+                    yield
+                code(f"part_claim[t] = {claim}")
+    elif parallel:
         with code.block(f"for t in T.parallel({count} - 1):"):
             if prologue is not None:
                 prologue(code)
@@ -176,6 +200,45 @@ def parallel_items(code: Code, var: str, extent: str, parallel: bool,
     else:
         with code.block(f"for {var} in range({extent}):"):
             yield
+
+
+#: A dynamically scheduled kernel gets at least this many stored entries per part (a claim is
+#: one atomic on a shared line, ~0.1 us), and at most ``parts_per_thread`` parts per thread.
+DYNAMIC_PART_WORK = 4096
+
+
+def dynamic_parts(params, threads: int, work: int) -> int:
+    """Parts of a parallel kernel: ``params.n_parts(threads)``, fewer for a dynamic schedule
+    on little ``work`` (at least :data:`DYNAMIC_PART_WORK` entries each, one per thread).
+
+    >>> from schedules.sparse.executors.spec import ExecParams
+    >>> dynamic_parts(ExecParams(parallel=True, parts_per_thread=16), 2, 10**6)
+    32
+    """
+    parts = params.n_parts(threads)
+    if not getattr(params, "dynamic", False):
+        return parts
+    return int(min(parts, max(int(threads), int(work) // DYNAMIC_PART_WORK, 1)))
+
+
+def resolve_dynamic(params):
+    """``params`` with ``dynamic`` decided: a parallel kernel claims its parts at run time
+    when ``dynamic`` is not False and the atomics helper (``csrc/tvmext_p2p.c``) loads (no C
+    compiler: the fixed shares); it is loaded here, before any such kernel is built or loaded."""
+    import dataclasses
+
+    want = params.parallel and params.dynamic is not False
+    if want:
+        from schedules.sparse.native import load_native
+
+        try:
+            load_native("tvmext_p2p.c", user="the dynamically scheduled sparse executors",
+                        alternative="the executors keep fixed shares (dynamic=False)")
+        except ConfigError:
+            if params.dynamic:
+                raise
+            want = False
+    return dataclasses.replace(params, dynamic=bool(want))
 
 
 def check_consumer(consumer: RowConsumer | None, kind: str, params) -> None:

@@ -17,8 +17,8 @@ from dataclasses import dataclass
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
 from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, check_consumer, check_dtype,
-                                                consumer_buffers, parallel_items, parse_prim_func,
-                                                prim_func_source)
+                                                consumer_buffers, dynamic_parts, parallel_items,
+                                                parse_prim_func, prim_func_source, resolve_dynamic)
 from schedules.sparse.executors.partition import balanced_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
@@ -35,7 +35,19 @@ SPMV_PARTIAL_SUMS = 4
 class CSRParams(ExecParams):
     """CSR knobs (see :class:`ExecParams`): lanes over N, vectors per row tile,
     parallel grain.  For SpMV ``unroll`` is the number of interleaved partial
-    sums over a row's non-zeros (default :data:`SPMV_PARTIAL_SUMS`)."""
+    sums over a row's non-zeros (default :data:`SPMV_PARTIAL_SUMS`).
+    ``dynamic``: the threads claim the parts at run time
+    (:func:`~schedules.sparse.executors.codegen.parallel_items`); ``None`` does
+    so for parallel kernels when the atomics helper builds."""
+
+    parts_per_thread: int = 16
+    dynamic: bool | None = None
+
+
+def _dynamic(params: ExecParams, consumer: RowConsumer | None) -> bool:
+    """Whether the parts are claimed at run time: asked for, and no consumer (whose per-part
+    sums need a part per iteration of the parallel loop)."""
+    return bool(getattr(params, "dynamic", False)) and consumer is None
 
 
 def _emit_spmm(code: Code, params: ExecParams, dtype: str, consumer: RowConsumer | None = None) -> None:
@@ -46,7 +58,8 @@ def _emit_spmm(code: Code, params: ExecParams, dtype: str, consumer: RowConsumer
 
     with parallel_items(code, "i", "M", params.parallel,
                         prologue=consumer.part_prologue if consumer else None,
-                        epilogue=consumer.part_epilogue if consumer else None):
+                        epilogue=consumer.part_epilogue if consumer else None,
+                        dynamic=_dynamic(params, consumer)):
         if consumer is not None and consumer.row_prologue is not None:
             consumer.row_prologue(code, "i")
         emit_row_blocks(code, name="row", tiers=column_tiers(params.lanes, params.unroll, spmv=False),
@@ -62,7 +75,7 @@ def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
     non-zeros break the floating-point add dependency chain."""
     U = params.unroll
     start, length = "indptr[vi]", "(indptr[vi + 1] - indptr[vi])"
-    with parallel_items(code, "i", "M", params.parallel):
+    with parallel_items(code, "i", "M", params.parallel, dynamic=_dynamic(params, None)):
         with code.block('with T.sblock("row"):'):
             code("vi = T.axis.spatial(M, i)")
             code(f'acc = T.sblock_alloc_buffer(({U},), "{dtype}", scope="local")')
@@ -148,7 +161,7 @@ class CSRKernels(FormatKernels):
     def resolve(self, fmt, params, dtype, kind, n_cols, target):
         if kind == "spmv" and params.unroll is None:
             params = dataclasses.replace(params, unroll=SPMV_PARTIAL_SUMS)
-        return params.resolve(dtype, n_cols, target, work=self.nnz(fmt))
+        return resolve_dynamic(params.resolve(dtype, n_cols, target, work=self.nnz(fmt)))
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(csr_source(params, fmt.data.dtype.name, kind))
@@ -157,12 +170,14 @@ class CSRKernels(FormatKernels):
         return parse_prim_func(csr_source(params, fmt.data.dtype.name, "spmm", consumer))
 
     def signature(self, fmt, params, kind, transpose):
-        return ("csr", kind, fmt.data.dtype.name, params.kernel_key())
+        return ("csr", kind, fmt.data.dtype.name, params.kernel_key(),
+                bool(getattr(params, "dynamic", False)))
 
     def arrays(self, fmt, params, kind, transpose, threads):
         out = [fmt.indptr, fmt.indices, fmt.data]
         if params.parallel:
-            out.append(balanced_parts(fmt.indptr, params.n_parts(threads), item_cost=1.0))
+            parts = dynamic_parts(params, threads, self.nnz(fmt))
+            out.append(balanced_parts(fmt.indptr, parts, item_cost=1.0))
         return out
 
     def nnz(self, fmt) -> int:
