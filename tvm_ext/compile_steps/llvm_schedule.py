@@ -649,8 +649,14 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
             variants[label] = (alt.mod["main"], "; ".join(alt_emitted))
     if depthwise is not None:
         variants["depthwise"] = (depthwise, DEPTHWISE_DETAIL)
+    from tvm_ext.compile_steps.gemv_schedule import GEMV_DETAIL, gemv_candidate
+
+    gemv = gemv_candidate(func, tgt)  # (kernel, the same kernel on a prepacked weight: what is timed)
+    if gemv is not None:
+        variants["gemv"] = (gemv[0], GEMV_DETAIL)
     try:
-        times = _measure_all({**{k: f for k, (f, _) in variants.items()}, "default": default}, tgt)
+        timed = {**{k: f for k, (f, _) in variants.items()}, **({"gemv": gemv[1]} if gemv else {})}
+        times = _measure_all({**timed, "default": default}, tgt)
     except Exception as e:  # noqa: BLE001 - cannot measure here: trust the mapping
         why = f"not measured ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
         return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1], why))
@@ -661,7 +667,7 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
             name, "default", variants[first][1],
             f"tensorized was slower ({times[first] * 1e6:.1f} us vs {times['default'] * 1e6:.1f} us)", times))
     return done(variants[best][0], KernelSchedule(
-        name, "depthwise" if best == "depthwise" else "tensorized", variants[best][1],
+        name, best if best in ("depthwise", "gemv") else "tensorized", variants[best][1],
         f"{best}: {times['default'] / times[best]:.2f}x faster than the default schedule", times))
 
 

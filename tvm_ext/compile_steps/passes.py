@@ -366,7 +366,7 @@ class MeasuredTensorize(ScheduleRule):
         if self.mode == "never":
             return None, KernelSchedule(name, "default", reason="tensorize='never'")
         new, how = schedule_primfunc(func, name, target=target, db=None, tensorize=self.mode)
-        return (new, how) if how.how in ("tensorized", "depthwise") else (None, how)
+        return (new, how) if how.how in ("tensorized", "depthwise", "gemv") else (None, how)
 
 
 class DefaultSchedule(ScheduleRule):
