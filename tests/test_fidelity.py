@@ -129,3 +129,14 @@ def test_cli_report_claims(tmp_path, capsys):
     assert "| paper | claim |" in text and "Not checked here" in text
     assert main(["report"]) == 2
     assert "--out" in capsys.readouterr().err
+
+
+def test_report_puts_the_claims_section_first(tmp_path):
+    from tvm_ext.report import claims_section, render_report
+
+    rows = [compare("P", "peak", "Fig. 1", 10.0, 9.5, reason="a reason")]
+    section = claims_section(rows, 1.0)
+    assert "1 agree" in section and "| P | peak |" in section and "Not checked here" in section
+    path = render_report([], tmp_path, claims=section)
+    text = path.read_text()
+    assert text.index("## Papers' claims against ours") > text.index("# tvm-ext benchmark report")

@@ -354,7 +354,7 @@ def write_claims(out_dir: str | os.PathLike, claims: Sequence[Any], fmt: str = "
     return path
 
 
-def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:
+def _markdown(results: Sequence[SuiteResult], size: str, out: Path, claims: str | None = None) -> str:
     from tvm_ext.markdown import table
 
     lines = [f"# tvm-ext benchmark report ({size})", "",
@@ -364,6 +364,8 @@ def _markdown(results: Sequence[SuiteResult], size: str, out: Path) -> str:
              table(["suite", "status", "seconds", "rows", "plots", "note"],
                    [[r.suite.name, r.status, round(r.seconds, 1), sum(len(v) for v in r.rows.values()),
                      len(r.plots), r.error[:100]] for r in results]), ""]
+    if claims:
+        lines += [claims, ""]
     for r in results:
         lines += [f"## {r.suite.title}", "", f"`python -m {r.suite.module}{' --quick' if size == 'quick' else ''}` "
                   f"({r.status}, {r.seconds:.1f} s)", ""]
@@ -467,12 +469,13 @@ def markdown_to_html(text: str, title: str = "tvm-ext report", *, images_from: s
 
 def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Sequence[str | Suite] | None = None,
                  fmt: str = "md", timeout_s: int | None = None, env: dict[str, str] | None = None,
-                 on_suite: Callable[[Suite, int, int, SuiteResult | None], None] | None = None
-                 ) -> tuple[Path, list[SuiteResult]]:
+                 on_suite: Callable[[Suite, int, int, SuiteResult | None], None] | None = None,
+                 claims: str | None = None) -> tuple[Path, list[SuiteResult]]:
     """Run the suites (all by default) and write ``report.md`` / ``report.html`` in ``out_dir``.
 
     ``on_suite(suite, index, total, result)`` is called as each suite starts
     (``result`` None; ``index`` suites are done) and again when it has run.
+    ``claims``: a :func:`claims_section` to put before the suites' sections.
     """
     if size not in SIZES:
         raise ConfigError(f"report size {size!r}: choose from {', '.join(SIZES)}")
@@ -498,17 +501,18 @@ def write_report(out_dir: str | os.PathLike, size: str = "quick", *, suites: Seq
         results.append(run_suite(s, size, out, timeout_s=timeout_s, env=env))
         if on_suite:
             on_suite(s, index, len(chosen), results[-1])
-    return render_report(results, out, size, fmt), results
+    return render_report(results, out, size, fmt, claims=claims), results
 
 
 def render_report(results: Sequence[SuiteResult], out_dir: str | os.PathLike, size: str = "quick",
-                  fmt: str = "md") -> Path:
-    """Write ``report.md`` / ``report.html`` in ``out_dir`` from suite results (plots under ``out_dir``)."""
+                  fmt: str = "md", *, claims: str | None = None) -> Path:
+    """Write ``report.md`` / ``report.html`` in ``out_dir`` from suite results (plots under ``out_dir``),
+    with the ``claims`` section (:func:`claims_section`) first when given."""
     if fmt not in ("md", "html"):
         raise ConfigError(f"report format {fmt!r}: choose md or html")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    text = _markdown(results, size, out.resolve())
+    text = _markdown(results, size, out.resolve(), claims)
     path = out / f"report.{fmt}"
     path.write_text(markdown_to_html(text, f"tvm-ext benchmark report ({size})", images_from=out)
                     if fmt == "html" else text)

@@ -3,7 +3,8 @@
 ``tvm-ext report --claims`` instead prints the claim | paper | ours table of
 :mod:`tvm_ext.fidelity` (every checkable claim of the four papers, ours
 computed now, about a minute); with ``--out DIR`` it also writes ``DIR/claims.md``
-(or ``.html``).
+(or ``.html``).  ``--claims --suites A,B --out DIR`` runs those suites too and
+puts the claims section first in ``DIR/report.md``.
 
 Each finished suite is logged on stderr; on a terminal a status line shows the
 suite running, how many are done and the time spent.
@@ -22,7 +23,8 @@ def register(subparsers, common) -> None:
     p.add_argument("--out", metavar="DIR", help="directory for report.md/.html, plots/ and data/ (claims.md with "
                    "--claims); required without --claims")
     p.add_argument("--claims", action="store_true",
-                   help="print the papers' claims against ours (computed now) instead of running the suites")
+                   help="print the papers' claims against ours (computed now); with --suites, also run those "
+                   "suites and put the claims first in the report")
     p.add_argument("--papers", default=None, metavar="A,B", help="with --claims: comma list of papers (default all)")
     p.add_argument("--size", default="quick", choices=SIZES,
                    help="quick: every script's --quick sizes (minutes); full: the full runs (hours)")
@@ -33,12 +35,11 @@ def register(subparsers, common) -> None:
     p.set_defaults(func=run)
 
 
-def run_claims(args) -> Output:
-    """Compute the papers' claims; print their table (and write ``claims.md`` under ``--out``)."""
+def compute_claims(args) -> tuple[list, float]:
+    """The papers' claims (``--papers``, default all) and the seconds they took, with a status line."""
     import time
 
     from tvm_ext.fidelity import paper_claims
-    from tvm_ext.report import claims_section, write_claims
     from tvm_ext.tuning.progress import StatusLine
 
     papers = [p.strip() for p in args.papers.split(",") if p.strip()] if args.papers else None
@@ -49,7 +50,14 @@ def run_claims(args) -> Output:
             status.update(index, f"computing {name}'s claims")
 
         claims = paper_claims(papers, on_paper=on_paper)
-    seconds = time.perf_counter() - t0
+    return claims, time.perf_counter() - t0
+
+
+def run_claims(args) -> Output:
+    """Compute the papers' claims; print their table (and write ``claims.md`` under ``--out``)."""
+    from tvm_ext.report import claims_section, write_claims
+
+    claims, seconds = compute_claims(args)
     data = {"claims": [c.to_dict() for c in claims], "seconds": seconds}
     if args.out:
         data["path"] = str(write_claims(args.out, claims, args.format, seconds))
@@ -60,14 +68,16 @@ def run(args) -> Output:
     from tvm_ext.errors import InputError
     from tvm_ext.report import write_report
 
-    if args.claims:
+    if args.claims and not args.suites:
         return run_claims(args)
     if not args.out:
         raise InputError("report: --out DIR is required (or --claims for the papers' claims table)")
 
+    from tvm_ext.report import claims_section
     from tvm_ext.tuning.progress import StatusLine
 
     suites = [s.strip() for s in args.suites.split(",") if s.strip()] if args.suites else None
+    claims = claims_section(*compute_claims(args)) if args.claims else None
 
     with StatusLine("report") as status:   # the bar is drawn on a terminal's stderr only; the log lines always
         def on_suite(suite, index: int, total: int, result) -> None:
@@ -83,7 +93,7 @@ def run(args) -> Output:
             status.update(index + 1, "")
 
         path, results = write_report(args.out, args.size, suites=suites, fmt=args.format, timeout_s=args.timeout,
-                                     on_suite=on_suite)
+                                     on_suite=on_suite, claims=claims)
     rows = [[r.suite.name, r.status, round(r.seconds, 1), sum(len(v) for v in r.rows.values()), len(r.plots),
              r.error[:80]] for r in results]
     text = "\n".join([f"report written to {path}",
