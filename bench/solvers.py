@@ -283,6 +283,9 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
     row["trsv_best_s"] = min(row["trsv_barrier_s"], row["trsv_p2p_s"])
     _bounds(row, "sgs", sweep_bytes(gs["serial"], 2), ceilings, threads)
     row["sgs_segments"] = gs["p2p"].schedule.segments[0]
+    # share of the point-to-point calls that its "auto" policy ran as the one-thread replay
+    row["trsv_p2p_replayed"] = p2p.executor.replayed / max(p2p.executor.calls, 1)
+    row["sgs_p2p_replayed"] = gs["p2p"].replayed / max(gs["p2p"].calls, 1)
     row["sgs_best_s"] = min(row["sgs_barrier_s"], row["sgs_p2p_s"])
     run.add(row)
 
@@ -412,8 +415,8 @@ def main() -> None:
           "threads x serial / level order)\n")
     print(sw.markdown(
         ["matrix", "trsv_mb", "trsv_lives_in", "trsv_serial_gbs", "trsv_p2p_gbs",
-         "trsv_bw_bound_x", "trsv_order_bound_x", "sgs_mb", "sgs_serial_gbs", "sgs_p2p_gbs",
-         "sgs_bw_bound_x", "sgs_order_bound_x"],
+         "trsv_bw_bound_x", "trsv_order_bound_x", "trsv_p2p_replayed", "sgs_mb", "sgs_serial_gbs",
+         "sgs_p2p_gbs", "sgs_bw_bound_x", "sgs_order_bound_x", "sgs_p2p_replayed"],
         ratios={"trsv serial/p2p": ("trsv_serial_s", "trsv_p2p_s"),
                 "sgs serial/p2p": ("sgs_serial_s", "sgs_p2p_s")}))
     wide = [r for r in sw.rows if r["rows_per_level"] >= 100]

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from schedules.sparse.level_sets import level_sets
-from schedules.sparse.p2p import P2PExecutor, p2p_schedule
+from schedules.sparse.p2p import PROBE_EVERY, P2PExecutor, p2p_schedule, pool_threads
 from schedules.sparse.triangular import FORWARD, GaussSeidel, TriangularSolver, wrap
 from tvm_ext.zero_copy import empty_aligned
 from tvm_ext.errors import ConfigError
@@ -167,3 +167,42 @@ def test_partitions_follow_the_pool_not_the_env_var():
                          timeout=120)
     assert out.returncode == 0, out.stderr[-2000:]
     assert out.stdout.split()[0] == "ok" and 1 <= int(out.stdout.split()[1]) <= cores
+
+
+@pytest.mark.parametrize("policy", ["replay", "auto"])
+def test_replayed_schedule_equals_the_parallel_sweep(policy):
+    # the calling thread replays the partitions round robin: same rows, same order inside
+    # each row, so the result is bit for bit the parallel one
+    for A in (lap3d(8, 27), random_matrix(300, 0.02, 9)):
+        n = A.shape[0]
+        # replay runs any partition count on one thread; auto also runs the parallel kernel
+        ps = p2p_schedule(level_sets(A), 3 if policy == "replay" else pool_threads())
+        par = P2PExecutor(ps, what="test", policy="parallel")
+        other = P2PExecutor(ps, what="test", policy=policy)
+        rng = np.random.default_rng(5)
+        b = empty_aligned(n, "float64")
+        b[:] = rng.standard_normal(n)
+        x0 = rng.standard_normal(n)
+        for mode in (0, 1, 2):
+            x1, x2 = empty_aligned(n, "float64"), empty_aligned(n, "float64")
+            x1[:], x2[:] = x0, x0
+            for _ in range(PROBE_EVERY + 2 if policy == "auto" else 1):  # auto tries both ways
+                x2[:] = x0
+                other.run(wrap(b), wrap(x2), mode, 2)
+            if ps.threads <= pool_threads():
+                par.run(wrap(b), wrap(x1), mode, 2)
+                np.testing.assert_array_equal(x1, x2)
+            back = np.argsort(ps.perm)          # executor order -> original order
+            method = ("forward", "backward", "symmetric")[mode]
+            want = getattr(GaussSeidel(A, parallel=False), method)(x0[back], b[back], sweeps=2)
+            np.testing.assert_allclose(x2[back], want, rtol=1e-12, atol=1e-12)
+        if policy == "replay":
+            assert other.replayed == other.calls == 3
+        else:
+            assert 0 < other.replayed < other.calls
+
+
+def test_unknown_policy_is_refused():
+    ps = p2p_schedule(level_sets(lap2d(4)), 2)
+    with pytest.raises(ConfigError, match="policy"):
+        P2PExecutor(ps, what="test", policy="fast")

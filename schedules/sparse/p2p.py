@@ -58,7 +58,7 @@ from schedules.sparse.level_sets import LevelSchedule, _permute_canonical
 from tvm_ext.errors import ConfigError
 
 __all__ = ["P2PSchedule", "P2PExecutor", "p2p_schedule", "p2p_func", "p2p_kernel",
-           "DEFAULT_TIMEOUT_MS", "pool_threads"]
+           "DEFAULT_TIMEOUT_MS", "pool_threads", "POLICIES", "PROBE_EVERY", "PROBE_MAX"]
 
 _I32 = np.int32
 _SLOT = 16  # int32 per progress slot: one cache line per thread (matches csrc/tvmext_p2p.c)
@@ -335,7 +335,49 @@ for t in T.parallel(P):
     return textwrap.indent(head, " " * 12)
 
 
-def p2p_func(dtype: str = "float64"):
+def _replay_code(backward: bool) -> str:
+    """One pass of the schedule replayed by the calling thread alone: round robin over
+    the partitions, each running its next segment once that segment's waits are met
+    (checked against the counts, no atomics).  The segment of the lowest level left is
+    always ready, so every round moves on; a round that does not (a broken schedule)
+    sets ``failed`` and stops."""
+    from schedules.sparse.triangular import _row_code
+
+    d = 1 if backward else 0
+    row = "top - 1 - lo - k" if backward else "base + lo + k"
+    head = f"""\
+for u in range(P):
+    progress[u * {_SLOT}] = 0
+    progress[u * {_SLOT} + 2] = sptr[{d} * P + u]
+left[0] = sptr[{d} * P + P] - sptr[{d} * P]
+while left[0] > 0:
+    moved[0] = 0
+    for t in range(P):
+        sg = T.bind(progress[t * {_SLOT} + 2])
+        if sg < sptr[{d} * P + t + 1]:
+            ready[0] = 1
+            w0 = T.bind(wptr[sg])
+            for w in range(wptr[sg + 1] - w0):
+                if progress[wth[w0 + w] * {_SLOT}] < wcnt[w0 + w]:
+                    ready[0] = 0
+            if ready[0] == 1:
+                base = T.bind(tptr[t])
+                top = T.bind(tptr[t + 1])
+                lo = T.bind(seg_lo[sg])
+                for k in range(seg_hi[sg] - lo):
+{_row_code(row, 20)}
+                progress[t * {_SLOT}] = seg_hi[sg]
+                progress[t * {_SLOT} + 2] = sg + 1
+                left[0] = left[0] - 1
+                moved[0] = 1
+    if moved[0] == 0:
+        failed[0] = 1
+        left[0] = 0
+"""
+    return textwrap.indent(head, " " * 12)
+
+
+def p2p_func(dtype: str = "float64", replay: bool = False):
     """The point-to-point sweep PrimFunc (symbolic sizes), same row update as the barrier sweep.
 
     Arguments: off-diagonal CSR, ``idiag``, ``tptr`` (``P + 1`` thread
@@ -345,8 +387,15 @@ def p2p_func(dtype: str = "float64"):
     (1 int32, set when a wait timed out), ``b``, ``x`` (in place), ``mode``
     (0 forward, 1 backward, 2 symmetric), ``sweeps``, ``timeout_ms``.
 
+    ``replay=True``: the same arguments and result, the schedule replayed by
+    the calling thread alone (no thread pool, no waits; see
+    :func:`_replay_code`), which :class:`P2PExecutor` runs when the parallel
+    sweep is the slower one (cores taken by other processes).
+
     >>> "tvmext_p2p_wait" in p2p_func("float32").script()
     True
+    >>> "T.parallel" in p2p_func("float32", replay=True).script()
+    False
     """
     import tvm
     from tvm.script import tirx as T
@@ -354,6 +403,7 @@ def p2p_func(dtype: str = "float64"):
     from schedules.sparse.triangular import _check_dtype
 
     name = _check_dtype(dtype, "p2p_func")
+    code = _replay_code if replay else _pass_code
     src = f'''
 @T.prim_func
 def p2p(indptr_h: T.handle, indices_h: T.handle, data_h: T.handle, idiag_h: T.handle,
@@ -387,24 +437,42 @@ def p2p(indptr_h: T.handle, indices_h: T.handle, data_h: T.handle, idiag_h: T.ha
     x = T.match_buffer(x_h, (n,), {name!r})
     P = T.bind(P1 - 1)
     failed[0] = 0
+SCRATCH
     for it in range(sweeps):
         if mode != 1:
-{_pass_code(False)}
+{code(False)}
         if mode != 0:
-{_pass_code(True)}
+{code(True)}
 '''
+    scratch = ("    left = T.alloc_buffer((1,), \"int32\", scope=\"local\")\n"
+               "    moved = T.alloc_buffer((1,), \"int32\", scope=\"local\")\n"
+               "    ready = T.alloc_buffer((1,), \"int32\", scope=\"local\")")
+    src = src.replace("SCRATCH", scratch if replay else "")
     return tvm.script.from_source(src, extra_vars={"T": T})
 
 
-def p2p_kernel(dtype: str = "float64", target: Any = None):
+def p2p_kernel(dtype: str = "float64", target: Any = None, replay: bool = False):
     """Compiled :func:`p2p_func` (the C helper is loaded first so its symbols resolve)."""
     from schedules.sparse.native import load_native
     from schedules.sparse.triangular import _check_dtype
     from tvm_ext.kernel_cache import get_or_build
 
-    load_native("tvmext_p2p.c")
     name = _check_dtype(dtype, "p2p_kernel")
+    if replay:
+        return get_or_build(("schedules.sparse.p2p.replay", name, 1),
+                            lambda: p2p_func(name, replay=True), target)
+    load_native("tvmext_p2p.c")
     return get_or_build(("schedules.sparse.p2p", name, 2), lambda: p2p_func(name), target)
+
+
+#: policies of :class:`P2PExecutor`
+POLICIES = ("auto", "parallel", "replay")
+#: under ``policy="auto"``, the slower way is timed again after this many calls at first;
+#: each probe it loses doubles the interval (up to :data:`PROBE_MAX`)
+PROBE_EVERY = 16
+PROBE_MAX = 1024
+#: calls whose mean time per row pass stands for a way under ``policy="auto"``
+_WINDOW = 4
 
 
 class P2PExecutor:
@@ -412,10 +480,25 @@ class P2PExecutor:
 
     ``run(b, x, mode, sweeps)`` takes TVM tensors in the executor's row order
     (``perm``) and updates ``x`` in place.
+
+    ``policy``: ``"parallel"`` always runs the ``P`` partitions on the thread
+    pool; ``"replay"`` always replays the schedule on the calling thread
+    (``p2p_func(replay=True)``; same result bit for bit); ``"auto"`` (default)
+    times every call and runs the way whose last calls took less time per row
+    pass on average (the mean: on a loaded machine the parallel sweep is
+    sometimes fast and sometimes ten times slower, and the mean is what a run
+    of calls pays).  The other way is timed again after :data:`PROBE_EVERY`
+    calls, and each probe it loses doubles that interval (up to
+    :data:`PROBE_MAX`), so a losing way costs little.  A parallel wavefront
+    needs all ``P`` threads running at once: when other processes hold the
+    cores, every wait for a descheduled partner costs a scheduling delay and
+    the parallel sweep falls far below one thread (0.1-0.3x measured), while
+    the replay needs one core.  ``last_policy`` and ``replayed`` (calls that
+    replayed) say what ran.
     """
 
     def __init__(self, sched: P2PSchedule, *, what: str, target: Any = None,
-                 timeout_ms: int = DEFAULT_TIMEOUT_MS):
+                 timeout_ms: int = DEFAULT_TIMEOUT_MS, policy: str = "auto"):
         import tvm
 
         from schedules.sparse.triangular import _sweep_operands
@@ -429,8 +512,20 @@ class P2PExecutor:
         off, diag = _sweep_operands(B, sched.perm, what)
         cpu = tvm.cpu(0)
         nz = lambda a, dt: a if a.size else np.zeros(1, dt)  # noqa: E731 - no 0-size buffers
+        if policy not in POLICIES:
+            raise ConfigError(f"P2PExecutor: policy must be one of {POLICIES}, got {policy!r}")
+        self.policy = policy
         self.kernel = p2p_kernel(self.dtype, target)
         self._main = self.kernel["main"]
+        self._replay = (p2p_kernel(self.dtype, target, replay=True)["main"]
+                        if policy != "parallel" else None)
+        from collections import deque
+
+        # seconds per row pass of each way's last calls
+        self._cost = {"parallel": deque(maxlen=_WINDOW), "replay": deque(maxlen=_WINDOW)}
+        self._best, self._interval, self._next_probe = "parallel", PROBE_EVERY, 2
+        self.calls = self.replayed = 0
+        self.last_policy = None
         self._failed = tvm.runtime.tensor(np.zeros(1, _I32), cpu)
         self._args = [tvm.runtime.tensor(np.ascontiguousarray(a), cpu) for a in (
             off.indptr.astype(_I32), nz(off.indices.astype(_I32), _I32), nz(off.data, self.dtype),
@@ -445,11 +540,47 @@ class P2PExecutor:
         """Device arrays in kernel argument order (before ``b, x, mode, sweeps, timeout_ms``)."""
         return list(self._args)
 
+    def _choose(self) -> str:
+        if self.policy != "auto":
+            return self.policy
+        if not self._cost["parallel"]:
+            return "parallel"
+        if not self._cost["replay"]:
+            return "replay"
+        if self.calls >= self._next_probe:
+            return "replay" if self._best == "parallel" else "parallel"
+        return self._best
+
+    def _learn(self, way: str, per_pass: float) -> None:
+        """Record a call's time; after a probe of the other way, keep or switch."""
+        self._cost[way].append(per_pass)
+        if self.policy != "auto" or not (self._cost["parallel"] and self._cost["replay"]):
+            return
+        mean = {k: sum(v) / len(v) for k, v in self._cost.items()}
+        best = min(mean, key=mean.get)
+        if way != self._best:           # a probe (or the first call of a way)
+            self._interval = PROBE_EVERY if best == way else min(2 * self._interval, PROBE_MAX)
+            self._next_probe = self.calls + self._interval
+        self._best = best
+
     def run(self, b, x, mode: int, sweeps: int = 1) -> None:
         """Run ``sweeps`` sweeps of ``mode`` on TVM tensors ``b`` and ``x`` (in place)."""
+        import time
+
         if self.n and sweeps > 0:
-            self._main(*self._args, b, x, int(mode), int(sweeps), self.timeout_ms)
+            way = self._choose()
+            fn = self._main if way == "parallel" else self._replay
+            t0 = time.perf_counter()
+            fn(*self._args, b, x, int(mode), int(sweeps), self.timeout_ms)
+            per_pass = (time.perf_counter() - t0) / (int(sweeps) * (2 if mode == 2 else 1))
+            self.calls += 1
+            self._learn(way, per_pass)
+            self.replayed += way == "replay"
+            self.last_policy = way
             if self._failed.numpy()[0]:
+                if way == "replay":
+                    raise ConfigError("point-to-point replay: a round found no segment ready "
+                                      "(the schedule's waits form a cycle); the result is invalid")
                 raise ConfigError(
                     f"point-to-point executor: a wait saw no progress for {self.timeout_ms} ms "
                     f"({self.schedule.threads} partitions; TVM must run them all at once: set "
