@@ -26,12 +26,21 @@ after every level.  Here each row waits only for the rows it depends on:
   ``tvmext_p2p_wait`` before a segment that needs another thread's rows and
   ``tvmext_p2p_notify`` after each segment.  The C library is
   built and loaded by :func:`schedules.sparse.native.load_native` (private
-  directory, hash-checked).  One ``T.parallel`` launch runs all ``P``
-  partitions at once (``P`` = the TVM thread count); a wait that sees no
-  progress for ``timeout_ms`` (a partition that never started, e.g. fewer
-  pool threads than ``P``) makes the kernel finish early and
-  :meth:`P2PExecutor.run` raise :class:`tvm_ext.errors.ConfigError` instead
-  of hanging.
+  directory, hash-checked).  A wait spins for a bounded time (50 us), then
+  sleeps on a futex on the producer's count, which ``notify`` wakes only
+  when a sleeper announced itself.  One ``T.parallel`` launch runs all ``P``
+  partitions at once (``P`` = :func:`pool_threads`, the workers TVM's pool
+  really runs); a wait that sees no progress for ``timeout_ms`` (a partition
+  that never started, e.g. fewer pool threads than ``P``) makes the kernel
+  finish early and :meth:`P2PExecutor.run` raise
+  :class:`tvm_ext.errors.ConfigError` instead of hanging.
+* **Replay**: when other processes hold the cores, a partner thread is often
+  descheduled and each wait for it costs a scheduling delay, however the wait
+  is done; the parallel sweep then falls far below one thread.  The same
+  schedule replayed by the calling thread alone (partitions round robin, a
+  segment once its waits are met) needs one core and gives the same result;
+  :class:`P2PExecutor`'s default ``policy="auto"`` times both and runs the
+  faster.
 
 Results equal the barrier executor's: a row reads exactly the values of its
 predecessors' updates, and (the dependence graph links every coupled pair)
