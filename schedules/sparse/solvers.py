@@ -221,6 +221,7 @@ class PCG:
             from schedules.sparse.p2p import p2p_kernel
 
             p2p_kernel(self.dtype, target)
+            p2p_kernel(self.dtype, target, replay=True)
         t0 = time.perf_counter()
         self._setup(A, parallel, min_parallel_rows, target)
         self.inspector_seconds = time.perf_counter() - t0
