@@ -46,6 +46,8 @@ NOT_CHECKED: tuple[tuple[str, str, str], ...] = (
     ("Venkat (dissertation)", "CSB SpMM + SpMM^T 1.06x the manual code (§6.1)", "the 430 M-nnz matrix is not public"),
     ("Venkat (dissertation)", "SGD BlkDiag executor 1.26x Diag on a K40c (§6.2)", "needs the GPU and the datasets; "
      "`python -m bench.sparse_recipes` times both on this CPU"),
+    ("Venkat (dissertation)", "the GS dependence inspector is O(nnz) (§7.2)", "a timing trend that needs a quiet "
+     "machine; `python -m bench.level_sets` prints its ns per non-zero over growing matrices"),
     ("Venkat (dissertation)", "GS 5.26x over serial, 3.95x over MKL, 74.9% of STREAM on 12 cores (§7.4)",
      "needs the 12-core Edison socket; `python -m bench.level_sets` measures our level-set sweeps against "
      "the serial one here"),
