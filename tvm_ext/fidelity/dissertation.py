@@ -13,6 +13,7 @@ numbers need its GPUs, OSKI, CUSP or matrices that are not public (see
 from __future__ import annotations
 
 import math
+import os
 import statistics
 from typing import Any, Callable, Mapping
 
@@ -76,8 +77,6 @@ def pcg_runs(matrices: Mapping[str, Callable[[], Any]], rtol: float = 1e-8) -> l
 
 
 def _pcg(rows: list[dict]) -> list[ClaimResult]:
-    import os
-
     full = statistics.median(r["overhead_iterations"] for r in rows)
     t72 = statistics.median(r["table72_overhead_iterations"] for r in rows)
     speed = statistics.median(r["speedup"] for r in rows)

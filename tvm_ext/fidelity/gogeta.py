@@ -12,6 +12,7 @@ the §6.2.3 NoC count (:func:`~schedules.fusion.fig12_noc`), Table 1
 from __future__ import annotations
 
 import math
+import re
 from typing import Any
 
 from .claim import ClaimResult, compare, holds
@@ -155,8 +156,6 @@ def _fig7() -> ClaimResult:
     from schedules.fusion import block_cg_dag, plan_fusion
     from schedules.fusion.patterns import PAPER_FIG7
     from tvm_ext.workloads import GOGETA_TABLE2
-
-    import re
 
     w = GOGETA_TABLE2["aft02"]
     dag = block_cg_dag(1, w.M, 8, w.nnz, setup=False)
