@@ -10,10 +10,13 @@ One iteration is Alg. 1's chain of einsums, run as the steps of
   (host), ``{P = R + PΦ}``;
 * ``fused=False``: one kernel per op (the plain executor, then single-op
   row kernels): the SEQ baseline GOGETA compares against;
-* ``fused="auto"`` (the default): both are built and a few real iterations
-  of each are timed (kernels, launches, host steps); the faster is kept.
-  On a cache-resident matrix the fused groups' saved traffic is worth less
-  than their parallel launches, and there the op-by-op schedule can win.
+* ``fused="auto"`` (the default): the rule of
+  :mod:`schedules.fusion.fusion_choice`: a DRAM-resident working set is
+  fused (the traffic model decides, nothing else is built); on a
+  cache-resident one the saved traffic is worth little against the
+  launches, so both are built and a few real iterations of each are timed
+  in interleaved rounds (kernels, launches, host steps), and the median
+  per-round ratio picks.
 
 Set-up (``R = B - A·X0``, ``Γ = RᵀR``, ``P = R``) runs the same generators
 on the set-up ops of ``block_cg_dag(1, ..., setup=True)``.  The ``N x N``
@@ -38,6 +41,7 @@ from __future__ import annotations
 
 import functools
 import math
+import statistics
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -48,6 +52,7 @@ from schedules.fusion.analysis import GraphAnalysis, analyze
 from schedules.fusion.block_cg_iteration import (Alg1Backend, BlockCGResult, IterationState, check_solve_inputs,
                                                  column_norms, column_scales, finish_solve, solve_block)
 from schedules.fusion.builders import block_cg_dag
+from schedules.fusion.fusion_choice import FusionSelection, modelled_selection, working_set_bytes
 from schedules.fusion.groups import FusionPlan, plan_fusion
 from schedules.fusion.kernels import build_step_kernels
 from schedules.fusion.row_forms import family, row_form, streamed_rank
@@ -118,24 +123,6 @@ class _TVMBackend(Alg1Backend):
         return _TVMBackend(self.solver.column_solver(), self.B[:, [j]], self.x()[:, [j]])
 
 
-@dataclass(frozen=True)
-class FusionSelection:
-    """``fused="auto"``: seconds per Alg. 1 iteration of each schedule (kernels, launches and host
-    steps), measured on a few iterations at build time, and the pick."""
-
-    fused_seconds: float
-    unfused_seconds: float
-
-    @property
-    def fused(self) -> bool:
-        return self.fused_seconds <= self.unfused_seconds
-
-    @property
-    def speedup(self) -> float:
-        """Unfused over fused kernel time (> 1: fusion pays)."""
-        return self.unfused_seconds / self.fused_seconds
-
-
 @dataclass
 class _Schedule:
     """One iteration's steps, storage and compiled kernels (fused groups or one op per kernel)."""
@@ -158,28 +145,40 @@ class _Schedule:
                       for s, k in zip(steps, kernels) if k is None}
         return cls(plan, steps, storage, kernels, host_forms)
 
-def _select(candidates: dict, *, iters: int = 3, rounds: int = 5, seed: int = 0) -> "FusionSelection":
-    """Time a few real Alg. 1 iterations (kernels, host steps, launches) of each candidate solver,
-    interleaved, best of ``rounds``; random right-hand sides, so nothing converges early."""
+def _select(candidates: dict, *, iters: int = 3, rounds: int = 5, seed: int = 0) -> FusionSelection:
+    """Time a few real Alg. 1 iterations (kernels, host steps, launches) of each candidate solver in
+    interleaved rounds (one warm-up round first); random right-hand sides, so nothing converges early.
+    The selection holds each schedule's median time and the per-round unfused / fused ratios."""
     one = next(iter(candidates.values()))
     B = np.random.default_rng(seed).standard_normal((one.n, one.n_rhs))
-    best = dict.fromkeys(candidates, math.inf)
-    for _ in range(rounds):
-        for f, solver in candidates.items():
-            r = solver.solve(B, rtol=1e-300, maxiter=iters)
-            if r.iterations:
-                best[f] = min(best[f], r.seconds_per_iteration)
-    return FusionSelection(best[True], best[False])
+    times: dict = {f: [] for f in candidates}
+    for r in range(rounds + 1):
+        order = list(candidates) if r % 2 else list(candidates)[::-1]
+        got = {}
+        for f in order:
+            res = candidates[f].solve(B, rtol=1e-300, maxiter=iters)
+            got[f] = res.seconds_per_iteration if res.iterations else math.nan
+        if r and all(math.isfinite(t) and t > 0 for t in got.values()):
+            for f, t in got.items():
+                times[f].append(t)
+    if not times[True]:
+        return FusionSelection(math.nan, math.nan, rule="measured")
+    return FusionSelection(statistics.median(times[True]), statistics.median(times[False]),
+                           tuple(u / f for f, u in zip(times[True], times[False])), rule="measured",
+                           working_set_bytes=working_set_bytes(one.n, one.n_rhs, max(int(one.A.nnz), 1),
+                                                               one.A.dtype.itemsize))
 
 
 class BlockCG:
     """Block CG on one matrix with ``n_rhs`` right-hand sides: compile once, solve many.
 
     ``fused``: the plan's fusion groups (True), one kernel per op (False), or
-    ``"auto"`` (the default): build both, run a few Alg. 1 iterations of each
-    (kernels, launches and host steps) and keep the faster
-    (:attr:`selection`), so the solver is never slower than the op-by-op
-    schedule on this machine, up to timing noise.
+    ``"auto"`` (the default): fused when the working set is DRAM-resident
+    (by the traffic model), else build both, run a few Alg. 1 iterations of
+    each (kernels, launches and host steps) in interleaved rounds and keep
+    the faster (:attr:`selection`, a
+    :class:`~schedules.fusion.fusion_choice.FusionSelection`), so the solver
+    is never slower than the op-by-op schedule on this machine, up to timing noise.
     ``format``: ``"csr"``, ``"bcsr"`` or ``"auto"`` (see :data:`FORMATS`).
     ``steps`` / ``kernels`` expose the schedule (``kernels[i]`` is ``None``
     for a host step).
@@ -220,10 +219,19 @@ class BlockCG:
             return
         t0 = time.perf_counter()
         if fused == "auto":
-            candidates = {f: BlockCG(self.A, self.n_rhs, fused=f, dtype=self.dtype, format=format, target=target,
-                                     max_restarts=max_restarts) for f in (True, False)}
-            selection = _select(candidates)
-            self.__dict__.update(candidates[selection.fused].__dict__)
+            def build(f: bool) -> "BlockCG":
+                return BlockCG(self.A, self.n_rhs, fused=f, dtype=self.dtype, format=format, target=target,
+                               max_restarts=max_restarts)
+
+            selection = modelled_selection(self.n, self.n_rhs, max(int(self.A.nnz), 1),
+                                           itemsize=self.A.dtype.itemsize, target=target)
+            if selection is None:  # cache-resident: launches decide, measure both
+                candidates = {f: build(f) for f in (True, False)}
+                selection = _select(candidates)
+                chosen = candidates[selection.fused]
+            else:                  # DRAM-resident: the traffic model decides
+                chosen = build(selection.fused)
+            self.__dict__.update(chosen.__dict__)
             self.selection = selection
             self.build_seconds = time.perf_counter() - t0
             return
@@ -320,8 +328,8 @@ def block_cg(A: Any, B: Any, X0: Any = None, *, rtol: float = 1e-5, atol: float 
       iteration has no preconditioner (use :func:`schedules.sparse.pcg` for one).
 
     ``fused`` picks the GOGETA fusion groups (True), one kernel per op (False),
-    or (``"auto"``, the default) whichever of the two ran faster in a short
-    measurement when the kernels were built.  ``tol`` is
+    or (``"auto"``, the default) fused on a DRAM-resident problem, else whichever
+    of the two ran faster in a short measurement when the kernels were built.  ``tol`` is
     the deprecated name of ``rtol``.  See :class:`BlockCGResult` and
     :mod:`schedules.fusion.block_cg_iteration` for breakdowns.
 
