@@ -1,16 +1,22 @@
 """Benchmark: Block CG (GOGETA Alg. 1) time per iteration, fused vs unfused TVM vs numpy/scipy vs scipy cg.
 
 Matrices: ``make_spd(nasa4704)`` and ``lap2d(300)`` (cache-resident), pyamg's
-Q1 elasticity FEM (``fem_elasticity(800)``: 1.28M rows, 16M nnz) and
-``lap2d(1000)`` (ecology1-sized); N in {1, 8, 16} ({1, 8} with ``--quick``).  A read-bandwidth probe (numpy sums over
-4 MB - 1 GB arrays) finds the cache limit, and each case is labelled cache- or
-DRAM-resident by its per-iteration working set.  For each case every solver
+Q1 elasticity FEM (``fem_elasticity(800)``: 1.28M rows, 16.6M nnz, 7-15x the
+32 MB L3 of the machine this was written on) and ``lap2d(1000)``
+(ecology1-sized); N in {1, 8, 16} ({1, 8} with ``--quick``).  Each case is
+labelled cache- or DRAM-resident by its per-iteration working set (CSR and
+four ``M x N`` blocks) against the target's last-level cache (L3 share times
+cores, :func:`schedules.fusion.fusion_choice.cache_bytes`, the size
+``fused="auto"``'s rule compares); a read-bandwidth probe (numpy sums over
+4 MB - 1 GB arrays) prints where the machine's bandwidth falls, as a check of
+that label.  For each case every solver
 runs the same ``K`` iterations from ``X0 = 0`` (before any column converges,
 so no restart happens) and the best of ``--repeat`` runs is kept:
 
 * **fused**: the plan's groups as TVM kernels (SpMM+Δ, X/R/Γ, P);
 * **unfused**: one TVM kernel per op (the plain executor, then single ops);
-* **gogeta**: ``fused="auto"``, whichever of the two ran faster in a few
+* **gogeta**: ``fused="auto"``: fused on a DRAM-resident case (the traffic
+  model's pick), else whichever of the two ran faster in a few interleaved
   iterations measured when the solver was built (fusion never loses);
 * **numpy**: the same Alg. 1 with scipy's SpMM and numpy/BLAS;
 * **scipy cg** (N = 1 only): ``scipy.sparse.linalg.cg`` per iteration.
@@ -54,7 +60,9 @@ def matrices(sizes: dict) -> dict:
 
 def working_set_bytes(A, N: int) -> int:
     """Bytes one iteration streams at least once: A (CSR) and X, R, P, S (M x N float64)."""
-    return int(A.data.nbytes + A.indices.nbytes + A.indptr.nbytes) + 4 * A.shape[0] * N * 8
+    from schedules.fusion.fusion_choice import working_set_bytes as per_iteration
+
+    return per_iteration(A.shape[0], N, A.nnz, A.dtype.itemsize)
 
 
 def cache_limit(sizes_mb: Sequence[int] = (4, 16, 64, 256, 1024), repeat: int = 5) -> tuple[int, list]:
@@ -153,7 +161,8 @@ def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: 
     B = np.random.default_rng(N).standard_normal((A.shape[0], N))
     ws = working_set_bytes(A, N)
     row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz, "N": N, "iters": iters,
-           "working_set_mb": ws / (1 << 20), "resident": "DRAM" if ws > cache_bytes else "cache"}
+           "working_set_mb": ws / (1 << 20), "ws_over_cache": ws / cache_bytes,
+           "resident": "DRAM" if ws > cache_bytes else "cache"}
     for fused in (True, False, "auto"):
         solver = BlockCG(A, N, fused=fused)
         t, res = _per_iteration(lambda: solver.solve(B, rtol=1e-30, maxiter=iters), repeat)
@@ -161,9 +170,12 @@ def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: 
         row[f"{key}_ms"] = t * 1e3
         row[f"{key}_restarts"] = res.restarts
         if fused == "auto":
+            sel = solver.selection
             row["gogeta_choice"] = "fused" if solver.fused else "unfused"
-            row["choice_fused_ms"] = solver.selection.fused_seconds * 1e3
-            row["choice_unfused_ms"] = solver.selection.unfused_seconds * 1e3
+            row["gogeta_rule"] = sel.rule
+            row["choice_speedup"] = sel.speedup
+            row["choice_fused_ms"] = None if sel.fused_seconds is None else sel.fused_seconds * 1e3
+            row["choice_unfused_ms"] = None if sel.unfused_seconds is None else sel.unfused_seconds * 1e3
         else:
             row[f"{key}_kernels_ms"] = _kernel_seconds(solver, B) * 1e3
     row["host_steps_ms"] = _host_steps_seconds(N) * 1e3
@@ -203,20 +215,24 @@ def main(argv: Sequence[str] | None = None) -> None:
     out = None if args.out in ("", "none") else args.out
     run = BenchRun("block_cg", out_dir=out)
     print(run.header())
-    limit, probe = cache_limit()
+    from schedules.fusion.fusion_choice import cache_bytes
+
+    limit = cache_bytes()
+    _, probe = cache_limit()
     print("read bandwidth (numpy sum): " + ", ".join(f"{mb} MB {bw:.1f} GB/s" for mb, bw in probe)
-          + f"; a working set above {limit >> 20} MB counts as DRAM-resident")
+          + f"; last-level cache {limit >> 20} MB: a working set above it counts as DRAM-resident")
     for name, make in matrices(sizes).items():
         A = make()
         for N in args.n or sizes["ns"]:
             case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick, limit)
     print(f"\n## Block CG, milliseconds per iteration ({sizes['iters']} iterations from X0 = 0, best of "
-          f"{args.repeat}); gogeta = fused='auto' (the faster schedule in a few measured iterations at build "
-          "time); kernels = sum of the steps' kernel times; host_steps = the two N x N solves; modelled = "
+          f"{args.repeat}); gogeta = fused='auto' (DRAM-resident: fused by the traffic model; cache-resident: "
+          "the faster schedule in a few interleaved iterations measured at build time); kernels = sum of the "
+          "steps' kernel times; host_steps = the two N x N solves; modelled = "
           "GOGETA SEQ-Flex / GOGETA-map DRAM words per iteration\n")
-    print(run.markdown(["matrix", "N", "resident", "working_set_mb", "fused_ms", "unfused_ms", "gogeta_ms",
-                        "gogeta_choice", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms", "unfused_kernels_ms",
-                        "host_steps_ms", "modelled"],
+    print(run.markdown(["matrix", "N", "resident", "working_set_mb", "ws_over_cache", "fused_ms", "unfused_ms",
+                        "gogeta_ms", "gogeta_choice", "gogeta_rule", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms",
+                        "unfused_kernels_ms", "host_steps_ms", "modelled"],
                        ratios={"unfused/fused": ("unfused_ms", "fused_ms"),
                                "unfused/gogeta": ("unfused_ms", "gogeta_ms"),
                                "kernels unfused/fused": ("unfused_kernels_ms", "fused_kernels_ms"),
