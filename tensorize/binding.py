@@ -1,7 +1,9 @@
 """What emission needs from a mapping, and where its axes are in a TIR block.
 
 An :class:`AxisBinding` says which kernel loop plays each instruction axis
-(read from a mapper :class:`~tensorize.mapper.Mapping` by :func:`as_binding`);
+(read from a mapper :class:`~tensorize.mapper.Mapping` by :func:`as_binding`, together
+with the mapping's operand layout: which dims of each kernel buffer the instruction's
+axes index, with which coefficients);
 :func:`block_iters` and :func:`mapped_iters` find those loops' block iters in a
 schedule, which :mod:`tensorize.intrin_spec` and :mod:`tensorize.emit` work from.
 
@@ -18,8 +20,12 @@ from typing import Any, Sequence
 
 from tvm_ext.errors import MappingError, ScheduleError
 
-__all__ = ["AxisBinding", "BlockIter", "as_binding", "binding_from_mapping", "block_iters", "mapped_iters",
-           "drop_unit_axes"]
+__all__ = ["AxisBinding", "BlockIter", "Layout", "as_binding", "binding_from_mapping", "mapping_layout",
+           "block_iters", "mapped_iters", "drop_unit_axes"]
+
+#: A kernel buffer's dims as an instruction sees them: buffer dim -> the ``(instruction axis,
+#: coefficient)`` terms of its index (``{1: (("x", 1), ("d", 1))}`` for ``A[n, x + d]``).
+Layout = dict[int, tuple[tuple[str, int], ...]]
 
 
 @dataclass
@@ -31,7 +37,10 @@ class AxisBinding:
     outer.  ``sizes`` are the instruction's fixed extents (``None`` or missing:
     free, chosen by the implementation).  ``transforms`` names the IR transforms
     the mapper applied to the kernel first (for display; the PrimFunc handed to
-    :func:`apply` must already be the transformed one).
+    :func:`apply` must already be the transformed one).  ``layouts`` (kernel buffer ->
+    :data:`Layout`) is the mapping's decision of which buffer dims the instruction axes
+    index; when given, :func:`tensorize.intrin_spec.derive_spec` builds the operands from
+    it and only checks it against the block (empty: read from the block).
 
     >>> AxisBinding("matmul", {"i": "w", "j": "co", "k": "rc"}).axis_map["j"]
     'co'
@@ -44,6 +53,29 @@ class AxisBinding:
     isa: str = "x86"
     origins: dict[str, tuple[str, str]] = field(default_factory=dict)  # kernel axis -> (block, iter var)
     kinds: dict[str, str] = field(default_factory=dict)  # instruction axis -> "S" / "R" (checked when given)
+    layouts: dict[str, Layout] = field(default_factory=dict)
+
+    def without_axes(self, axes: Sequence[str]) -> "AxisBinding":
+        """The binding with instruction ``axes`` left outer (out of the axis map and the layouts).
+
+        >>> b = AxisBinding("matmul", {"i": "i", "j": "j"}, layouts={"C": {0: (("i", 1),), 1: (("j", 1),)}})
+        >>> b.without_axes(["i"]).layouts
+        {'C': {1: (('j', 1),)}}
+        """
+        drop = set(axes)
+        layouts = {}
+        for buf, lay in self.layouts.items():
+            kept = {d: tuple(t for t in terms if t[0] not in drop) for d, terms in lay.items()}
+            layouts[buf] = {d: terms for d, terms in kept.items() if terms}
+        return replace(self, axis_map={a: k for a, k in self.axis_map.items() if a not in drop}, layouts=layouts)
+
+    def with_buffers(self, renamed: dict[str, str]) -> "AxisBinding":
+        """The binding with its layouts' kernel buffers renamed (``pad_einsum`` copies them).
+
+        >>> AxisBinding("dot", {"k": "k"}, layouts={"A": {0: (("k", 1),)}}).with_buffers({"A": "A_pad"}).layouts
+        {'A_pad': {0: (('k', 1),)}}
+        """
+        return replace(self, layouts={renamed.get(b, b): lay for b, lay in self.layouts.items()})
 
 
 def as_binding(mapping: Any, isa: str | None = None) -> AxisBinding:
@@ -59,13 +91,15 @@ def as_binding(mapping: Any, isa: str | None = None) -> AxisBinding:
     if isinstance(mapping, dict):
         return AxisBinding(mapping["instruction"], dict(mapping["axis_map"]),
                            dict(mapping.get("sizes", {})), tuple(mapping.get("transforms", ())),
-                           isa or mapping.get("isa", "x86"))
+                           isa or mapping.get("isa", "x86"),
+                           layouts={b: dict(lay) for b, lay in mapping.get("layouts", {}).items()})
     return binding_from_mapping(mapping, isa)
 
 
 def binding_from_mapping(mapping: Any, isa: str | None = None) -> AxisBinding:
-    """Read a mapper ``Mapping``: instruction name and fixed sizes, axis map, transforms, origins
-    and the instruction axes' kinds (``R`` for the axes its statements reduce).
+    """Read a mapper ``Mapping``: instruction name and fixed sizes, axis map, transforms, origins,
+    the instruction axes' kinds (``R`` for the axes its statements reduce) and the operand
+    layouts (:func:`mapping_layout`).
 
     >>> from tvm import te
     >>> from tensorize.search import find_mappings
@@ -73,8 +107,8 @@ def binding_from_mapping(mapping: Any, isa: str | None = None) -> AxisBinding:
     >>> k = te.reduce_axis((0, 16), name="k")
     >>> C = te.compute((16, 16), lambda i, j: te.sum(A[i, k] * B[k, j], axis=k), name="C")
     >>> b = binding_from_mapping(find_mappings(C, "x86", instructions=["matmul_16x16x16"])[0])
-    >>> b.instruction, b.kinds, b.origins["k"]
-    ('matmul_16x16x16', {'i': 'S', 'j': 'S', 'k': 'R'}, ('C', 'k'))
+    >>> b.instruction, b.kinds, b.origins["k"], b.layouts["A"]
+    ('matmul_16x16x16', {'i': 'S', 'j': 'S', 'k': 'R'}, ('C', 'k'), {0: (('i', 1),), 1: (('k', 1),)})
     """
     try:
         ins, amap, prog = mapping.instruction, dict(mapping.axis_map), mapping.program
@@ -91,7 +125,44 @@ def binding_from_mapping(mapping: Any, isa: str | None = None) -> AxisBinding:
         reduced |= set(st.reduced_axes)
     kinds = {a: ("R" if a in reduced else "S") for a in ins.needle.axis_names}
     return AxisBinding(ins.name, amap, sizes, tuple(str(t) for t in mapping.transforms),
-                       isa or getattr(mapping, "isa", None) or "x86", origins, kinds)
+                       isa or getattr(mapping, "isa", None) or "x86", origins, kinds, mapping_layout(mapping))
+
+
+def mapping_layout(mapping: Any) -> dict[str, Layout]:
+    """Kernel buffer -> :data:`Layout`, from a mapper ``Mapping``'s buffer, dimension and stride maps.
+
+    Needle dim ``d`` of needle buffer ``nb`` is kernel dim ``dim_map[nb][d]`` of
+    ``buffer_map[nb]``; the kernel coefficient of instruction axis ``x`` there is
+    ``dim_strides[nb][d]`` times the needle's.  Dims no instruction axis indexes are left
+    out, and so are temporaries and constants (no kernel buffer plays them).
+
+    >>> from tvm import te
+    >>> from tensorize.search import find_mappings
+    >>> X = te.placeholder((2, 10), name="X"); W = te.placeholder((3,), name="W")
+    >>> r = te.reduce_axis((0, 3), name="r")
+    >>> Y = te.compute((2, 8), lambda n, w: te.sum(X[n, w + r] * W[r], axis=r), name="Y")
+    >>> m = find_mappings(Y, "x86", instructions=["conv1d_16xk"])[0]
+    >>> mapping_layout(m)["X"]
+    {1: (('x', 1), ('d', 1))}
+    """
+    from .isamir import Access
+
+    needle = mapping.instruction.needle
+    out: dict[str, Layout] = {}
+    for k, h in enumerate(mapping.statement_map):
+        for na in needle.statements[k].accesses:
+            if not isinstance(na, Access) or na.buffer not in mapping.dim_map:
+                continue
+            hb = mapping.buffer_map.get(na.buffer)
+            if hb is None or hb in out or mapping.program.buffer(hb).role == "temp":
+                continue
+            lay: Layout = {}
+            for d, (e, s) in enumerate(zip(mapping.dim_map[na.buffer], mapping.dim_strides[na.buffer])):
+                terms = tuple((x, s * na.rows[d].coeff(x)) for x in needle.axis_names if na.rows[d].coeff(x))
+                if terms:
+                    lay[e] = terms
+            out[hb] = dict(sorted(lay.items()))
+    return out
 
 
 # ---------------------------------------------------------------------------
@@ -209,4 +280,4 @@ def drop_unit_axes(sch, block, binding: AxisBinding, steps: list[str]) -> AxisBi
     if len(unit) == len(binding.axis_map):
         raise ScheduleError(f"block {sch.get(block).name_hint!r}: every mapped axis has extent 1")
     steps.append(f"instruction axes {unit} map to extent-1 loops: fixed at 0")
-    return replace(binding, axis_map={a: k for a, k in binding.axis_map.items() if a not in unit})
+    return binding.without_axes(unit)

@@ -105,7 +105,7 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     if call_rows > 1 and implementation.accumulate_local:
         binding, spec, fixed = _batch_rows(sch, block, binding, spec, fixed, call_rows, steps)
     tile = _fit_tiles(implementation, spec, fixed, spec.role_tiles(tiles or {}), steps)
-    block, spec, padded = pad_to_tiles(sch, block, binding, spec, tile, implementation, steps)
+    block, binding, spec, padded = pad_to_tiles(sch, block, binding, spec, tile, implementation, steps)
     binding, respec = _drop_unit_tiles(sch, block, binding, tile, steps, implementation.accumulate_local)
     spec = (respec or spec).with_extents(tile)
     implementation.check(spec)
@@ -225,5 +225,5 @@ def _drop_unit_tiles(sch, block, binding: AxisBinding, tile: dict, steps: list[s
     steps.append(f"instruction axes {unit} get tile 1: they stay outer")
     for a in unit:
         tile.pop(a, None)
-    binding = replace(binding, axis_map={a: k for a, k in binding.axis_map.items() if a not in unit})
+    binding = binding.without_axes(unit)
     return binding, derive_spec(sch, block, binding, accumulate_local=accumulate_local)

@@ -4,7 +4,11 @@
 of an :class:`~tensorize.binding.AxisBinding`.  Each operand keeps the dimensions
 a mapped axis indexes, in the kernel's dimension order, with the axis'
 coefficient there (2 for a stride-2 conv), so transposed and strided operands
-need no special case.
+need no special case.  When the binding carries the mapping's operand layouts
+(:attr:`~tensorize.binding.AxisBinding.layouts`), the operands' dims and
+coefficients are the mapping's and the block is only checked against them; the
+update expression is always printed from the block (TVM's ``tensorize`` matches
+the description structurally).
 
 Example::
 
@@ -21,9 +25,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from typing import Any
 
-from tvm_ext.errors import MappingError
+from tvm_ext.errors import MappingError, ScheduleError
 
-from .binding import AxisBinding, block_iters, mapped_iters
+from .binding import AxisBinding, Layout, block_iters, mapped_iters
 
 __all__ = ["OperandSpec", "IntrinSpec", "derive_spec", "region_buffer", "last_nonunit"]
 
@@ -203,7 +207,9 @@ def derive_spec(sch, block, binding: AxisBinding, *, accumulate_local: bool = Tr
 
     Raises :class:`MappingError` when the mapping does not fit the block: an
     axis of the wrong kind, a dimension indexed by two mapped axes, a
-    non-affine index, an expression the emitter cannot print.
+    non-affine index, an expression the emitter cannot print; and
+    :class:`ScheduleError` when the binding's layouts (the mapping's) name a buffer
+    the update does not access or disagree with how the block indexes it.
     """
     from tvm import tirx
 
@@ -225,9 +231,10 @@ def derive_spec(sch, block, binding: AxisBinding, *, accumulate_local: bool = Tr
     if not isinstance(body, tirx.BufferStore):
         raise MappingError(f"block {bname!r}: body is not a single buffer store ({type(body).__name__})")
     var_of = {a: mapped[a].var for a in axes}
+    layouts = _current_layouts(binding, axes)
     operands: dict[str, OperandSpec] = {}
     out = _operand(body.buffer, body.indices, axes, var_of, "C", bname,
-                   "local" if accumulate_local else "global")
+                   "local" if accumulate_local else "global", layouts)
     for a in out.axes:
         if mapped[a].kind != "S":
             raise MappingError(f"block {bname!r}: reduction axis {a!r} indexes the output {body.buffer.name}")
@@ -237,8 +244,12 @@ def derive_spec(sch, block, binding: AxisBinding, *, accumulate_local: bool = Tr
     operands[body.buffer.name] = out
     if not out.single:
         raise MappingError(f"block {bname!r}: an output dim of {body.buffer.name} is indexed by several mapped axes")
-    printer = _ExprPrinter(operands, axes, var_of, bname)
+    printer = _ExprPrinter(operands, axes, var_of, bname, layouts)
     template = printer.print(body.value)
+    unread = sorted(set(layouts.layouts) - set(operands))
+    if unread:
+        raise ScheduleError(f"block {bname!r}: the mapping lays out buffer(s) {', '.join(unread)}, which the "
+                            f"update does not access (it accesses {', '.join(operands)})")
     inputs = tuple(op for key, op in operands.items() if key != body.buffer.name)
     if not inputs:
         raise MappingError(f"block {bname!r}: the update reads no input operand")
@@ -248,7 +259,48 @@ def derive_spec(sch, block, binding: AxisBinding, *, accumulate_local: bool = Tr
         output=out, inputs=inputs, template=template)
 
 
-def _operand(buf, indices, axes, var_of, name, bname, scope="global") -> OperandSpec:
+@dataclass(frozen=True)
+class _Layouts:
+    """The binding's layouts restricted to the current instruction axes; ``known``: the axes
+    they speak for (axes the emitter added, a lane or call-batch axis, are read from the block)."""
+
+    layouts: dict[str, Layout]
+    known: frozenset[str]
+
+
+def _current_layouts(binding: AxisBinding, axes) -> _Layouts:
+    current = set(axes)
+    layouts = {}
+    for buf, lay in binding.layouts.items():
+        kept = {d: tuple(t for t in terms if t[0] in current) for d, terms in lay.items()}
+        layouts[buf] = {d: terms for d, terms in kept.items() if terms}
+    known = frozenset(a for lay in layouts.values() for terms in lay.values() for a, _ in terms)
+    return _Layouts(layouts, known)
+
+
+def _layout_text(lay: Layout) -> str:
+    dims = (f"dim {d}: " + " + ".join(a if c == 1 else f"{c}*{a}" for a, c in terms) for d, terms in lay.items())
+    return "{" + ", ".join(dims) + "}"
+
+
+def _from_layout(buf, lay: Layout, known: frozenset, axes, dims, terms, bname):
+    """The operand's dims and terms from the mapping's layout ``lay``, checked against the block's
+    (``dims``, ``terms``); terms of axes the layout does not speak for come from the block."""
+    order = {a: n for n, a in enumerate(axes)}
+    block = {d: tuple(t for t in ts if t[0] in known) for d, ts in zip(dims, terms)}
+    block = {d: ts for d, ts in block.items() if ts}
+    if {d: sorted(ts) for d, ts in block.items()} != {d: sorted(ts) for d, ts in lay.items()}:
+        raise ScheduleError(f"block {bname!r}: the mapping lays out {buf.name} as {_layout_text(lay)} but the block "
+                            f"indexes it as {_layout_text(block)}")
+    merged = {d: list(ts) for d, ts in lay.items()}
+    for d, ts in zip(dims, terms):
+        merged.setdefault(d, []).extend(t for t in ts if t[0] not in known)
+    new_dims = tuple(sorted(merged))
+    return new_dims, tuple(tuple(sorted(merged[d], key=lambda t: order[t[0]])) for d in new_dims)
+
+
+def _operand(buf, indices, axes, var_of, name, bname, scope="global", layouts: _Layouts | None = None
+             ) -> OperandSpec:
     from tvm.sym import detect_linear_equation
     from tvm import tirx
 
@@ -270,7 +322,10 @@ def _operand(buf, indices, axes, var_of, name, bname, scope="global") -> Operand
             used.add(a)
         dims.append(d)
         terms.append(tuple((a, int(c)) for a, c in nz))
-        bare.append(len(nz) == 1 and isinstance(idx, tirx.Var) and int(nz[0][1]) == 1)
+    if layouts is not None and buf.name in layouts.layouts:
+        dims, terms = _from_layout(buf, layouts.layouts[buf.name], layouts.known, axes, dims, terms, bname)
+    for d, t in zip(dims, terms):
+        bare.append(len(t) == 1 and isinstance(indices[d], tirx.Var) and t[0][1] == 1)
     unit = bool(dims) and dims[-1] == last_nonunit(buf) and len(terms[-1]) == 1 and terms[-1][0][1] == 1
     return OperandSpec(name, buf.name, len(indices), tuple(dims), tuple(terms), unit, scope, tuple(bare))
 
@@ -292,8 +347,9 @@ def last_nonunit(buf: Any) -> int:
 class _ExprPrinter:
     """Prints the update value in TVMScript over the intrinsic's operand names."""
 
-    def __init__(self, operands: dict, axes, var_of, bname):
+    def __init__(self, operands: dict, axes, var_of, bname, layouts: _Layouts | None = None):
         self.operands, self.axes, self.var_of, self.bname = operands, axes, var_of, bname
+        self.layouts = layouts
         self.loads: dict[str, tuple] = {}
 
     def print(self, e) -> str:
@@ -332,6 +388,6 @@ class _ExprPrinter:
         op = self.operands.get(key)
         if op is None:
             name = _INPUT_NAMES[len(self.operands) - 1]
-            op = _operand(buf, e.indices, self.axes, self.var_of, name, self.bname)
+            op = _operand(buf, e.indices, self.axes, self.var_of, name, self.bname, layouts=self.layouts)
             self.operands[key] = op
         return "{" + op.name + "}"

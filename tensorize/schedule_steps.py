@@ -25,7 +25,7 @@ Example (a 30 x 64 x 16 matmul on an 8 x 32 x 16 tile: pad, pack ``B``, loops)::
     >>> sch, tile = s_tir.Schedule(matmul(30, 64, 16).prim_func()), {"i": 8, "j": 32, "k": 16}
     >>> blk, bind, steps = sch.get_sblock("C"), AxisBinding("matmul", {"i": "i", "j": "j", "k": "k"}), []
     >>> micro = get_implementation("x86", "micro")
-    >>> blk, spec, padded = pad_to_tiles(sch, blk, bind, derive_spec(sch, blk, bind), tile, micro, steps)
+    >>> blk, bind, spec, padded = pad_to_tiles(sch, blk, bind, derive_spec(sch, blk, bind), tile, micro, steps)
     >>> blk, spec, packed = pack_inputs(sch, blk, spec.with_extents(tile), tile, "always", steps)
     >>> inner, outer, fused = schedule_loops(sch, blk, bind, spec, tile, "panel", True, True, steps)
     >>> padded, packed, steps[-1]
@@ -101,13 +101,15 @@ def _vectorize_last(sch, block, wanted: bool) -> None:
 
 
 def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[str, int],
-                 implementation: Implementation, steps: list[str]) -> tuple[Any, IntrinSpec, dict[str, int]]:
+                 implementation: Implementation, steps: list[str]
+                 ) -> tuple[Any, AxisBinding, IntrinSpec, dict[str, int]]:
     """Pad the block so every tile divides its axis (``pad_einsum``); where the block
     cannot be padded (a conv window), shrink the tile (in place) to the nearest divisor instead.
 
-    Returns the block, its spec (derived again after padding) and the padded extents by
-    instruction axis (empty when nothing was padded); the pad's producer and consumer copy
-    blocks are scheduled with :func:`schedule_elementwise`.
+    Returns the block, the binding (its layouts follow the padded copies of the buffers),
+    its spec (derived again after padding) and the padded extents by instruction axis
+    (empty when nothing was padded); the pad's producer and consumer copy blocks are
+    scheduled with :func:`schedule_elementwise`.
 
     The module docstring's example runs it.
     """
@@ -115,7 +117,7 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
     by_axis = mapped_iters(sch, block, binding, iters)
     need = {a: tile[a] for a in spec.axes if by_axis[a].extent % tile[a]}
     if not need:
-        return block, spec, {}
+        return block, binding, spec, {}
     padded = []
     for it in iters:
         axis = next((a for a, b in by_axis.items() if b.name == it.name), None)
@@ -123,6 +125,8 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
         if axis in need:
             n = -(-n // tile[axis]) * tile[axis]
         padded.append(n)
+    stmt = sch.get(block)
+    before = [region_buffer(r).name for r in (*stmt.reads, *stmt.writes)]
     try:
         sch.pad_einsum(block, padded)
     except Exception:  # noqa: BLE001 - TVM refuses non-einsum blocks (windows, strides)
@@ -132,15 +136,20 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
             steps.append(f"tile {a}: {tile[a]} -> {new} (extent {ext}; block {sch.get(block).name_hint!r} "
                          "cannot be padded)")
             tile[a] = new
-        return block, spec, {}
+        return block, binding, spec, {}
     pads = {a: -(-by_axis[a].extent // tile[a]) * tile[a] for a in need}
     steps.append(f"pad_einsum {pads}")
     for producer in sch.get_producers(block):
         schedule_elementwise(sch, producer)
     for consumer in sch.get_consumers(block):
         schedule_elementwise(sch, consumer)
+    stmt = sch.get(block)
+    after = [region_buffer(r).name for r in (*stmt.reads, *stmt.writes)]
+    if len(after) != len(before):
+        raise ScheduleError(f"block {stmt.name_hint!r}: pad_einsum changed the accessed buffers {before} -> {after}")
+    binding = binding.with_buffers(dict(zip(before, after)))
     spec = derive_spec(sch, block, binding, accumulate_local=implementation.accumulate_local)
-    return block, spec, pads
+    return block, binding, spec, pads
 
 
 def _nearest_divisor(extent: int, want: int) -> int:

@@ -332,6 +332,47 @@ def test_mapper_mapping_converts_to_a_binding_with_origins():
     assert spec.output.buffer == "gate_h" and spec.reduction == ("k",)
 
 
+def _strided_conv_mapping():
+    """A stride-2 NHWC conv (16 output columns) and its untransformed w x co x rc matmul mapping."""
+    from tensorize.search import find_mappings
+
+    func = K.conv2d_nhwc(1, 8, 32, 31, 3, stride=2, pad=1).prim_func()
+    ms = find_mappings(func, "x86", block=["conv"], instructions=["matmul_8x32xk"])
+    return func, next(m for m in ms if not m.transforms and m.axis_map == {"i": "w", "j": "co", "k": "rc"})
+
+
+def test_spec_operands_are_the_mappings_layout():
+    func, m = _strided_conv_mapping()
+    b = as_binding(m)
+    # the mapping's dim and stride maps, in kernel buffer terms: pad[n, 2*w + rw, ..., rc]
+    assert m.dim_strides["A"] == (2, 1) and b.layouts["pad"] == {2: (("i", 2),), 3: (("k", 1),)}
+    assert b.layouts["W"] == {2: (("k", 1),), 3: (("j", 1),)} and b.layouts["conv"] == {2: (("i", 1),), 3: (("j", 1),)}
+    sch = s_tir.Schedule(func)
+    spec = derive_spec(sch, sch.get_sblock("conv"), b)
+    assert {op.buffer: dict(zip(op.dims, op.terms)) for op in spec.operands} == b.layouts
+    assert spec.expr == "C[0, 0, v_i, v_j] + A[0, 0, v_i * 2, v_k] * B[0, 0, v_k, v_j]"
+
+
+def test_a_mapping_layout_the_block_disagrees_with_raises_schedule_error():
+    from dataclasses import replace
+
+    func, m = _strided_conv_mapping()
+    b = as_binding(m)
+    sch = s_tir.Schedule(func)
+    blk = sch.get_sblock("conv")
+    unstrided = replace(b, layouts={**b.layouts, "pad": {2: (("i", 1),), 3: (("k", 1),)}})
+    with pytest.raises(ScheduleError, match=r"lays out pad as \{dim 2: i, dim 3: k\} but the block indexes it as "
+                                            r"\{dim 2: 2\*i, dim 3: k\}"):
+        derive_spec(sch, blk, unstrided)
+    swapped = replace(b, layouts={**b.layouts, "W": {2: (("j", 1),), 3: (("k", 1),)}})
+    with pytest.raises(ScheduleError, match="lays out W"):
+        apply(sch, blk, swapped)
+    with pytest.raises(ScheduleError, match="lays out buffer.* bias, which the update does not access"):
+        derive_spec(sch, blk, replace(b, layouts={**b.layouts, "bias": {0: (("j", 1),)}}))
+    # the same binding without layouts reads them from the block
+    assert derive_spec(sch, blk, replace(unstrided, layouts={})).inputs[0].terms == ((("i", 2),), (("k", 1),))
+
+
 def test_x86_implementations_are_attached_to_the_isa_registry():
     from tensorize.instructions import get_isa
 
