@@ -25,7 +25,8 @@ def register(subparsers, common) -> None:
     p.add_argument("--claims", action="store_true",
                    help="print the papers' claims against ours (computed now); with --suites, also run those "
                    "suites and put the claims first in the report")
-    p.add_argument("--papers", default=None, metavar="A,B", help="with --claims: comma list of papers (default all)")
+    p.add_argument("--papers", default=None, metavar="A,B", help="with --claims: comma list of papers (default all: "
+                   "gogeta, sextans, isa_mapper, dissertation)")
     p.add_argument("--size", default="quick", choices=SIZES,
                    help="quick: every script's --quick sizes (minutes); full: the full runs (hours)")
     p.add_argument("--format", default="md", choices=("md", "html"), help="report format (default md)")
