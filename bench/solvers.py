@@ -148,11 +148,13 @@ def sweep_bytes(executor, passes: int) -> int:
     return passes * (executor.offdiag_nnz * (vb + 4) + n * (4 + 3 * vb))
 
 
-def sweep_bound(nbytes: int, serial_s: float, ceilings: dict[str, float]) -> tuple[str, float]:
-    """Where a sweep's data lives between calls (``"L3"`` when its bytes fit in
-    the last-level cache, else ``"DRAM"``) and the most any parallel executor
-    can gain over the serial sweep if it is memory-bound: that level's
-    all-thread copy bandwidth over the serial sweep's achieved bandwidth.
+def sweep_bound(nbytes: int, serial_s: float, ceilings: dict[str, float],
+                working_set: int | None = None) -> tuple[str, float]:
+    """Where a sweep's data lives between calls (``"L3"`` when its working set,
+    by default ``nbytes``, fits in the last-level cache, else ``"DRAM"``) and
+    the most any parallel executor can gain over the serial sweep if it is
+    memory-bound: that level's all-thread copy bandwidth over the serial
+    sweep's achieved bandwidth (``nbytes`` moved in ``serial_s``).
 
     >>> sweep_bound(10 << 20, 1e-3, {"L3": 100.0, "DRAM": 30.0})[0]
     'L3'
@@ -160,7 +162,8 @@ def sweep_bound(nbytes: int, serial_s: float, ceilings: dict[str, float]) -> tup
     from tvm_ext.target import hardware_facts
 
     f = hardware_facts()
-    where = "L3" if nbytes <= 0.75 * f.l3_bytes * f.cores else "DRAM"
+    ws = nbytes if working_set is None else working_set
+    where = "L3" if ws <= 0.75 * f.l3_bytes * f.cores else "DRAM"
     return where, ceilings[where] / (nbytes / serial_s / 1e9)
 
 
@@ -267,8 +270,7 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
         row[f"trsv_{k}_s"] = t
     b = np.random.default_rng(1).standard_normal(n)
     threads = p2p.executor.schedule.threads
-    for what, ex, passes in (("trsv", serial.executor, 1),):
-        _bounds(row, what, sweep_bytes(ex, passes), ceilings, threads)
+    _bounds(row, "trsv", serial.executor, 1, ceilings, threads)
     row["trsv_scipy_s"] = time_python(lambda: spla.spsolve_triangular(L, b, lower=True),
                                       repeat=3, min_repeat_s=0.0).min
     gs = {k: GaussSeidel(A, **kw).executor for k, kw in
@@ -281,7 +283,7 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
     row["sgs_pyamg_s"] = _best_call(lambda: gauss_seidel(A, x, b, iterations=1, sweep="symmetric"),
                                     50)
     row["trsv_best_s"] = min(row["trsv_barrier_s"], row["trsv_p2p_s"])
-    _bounds(row, "sgs", sweep_bytes(gs["serial"], 2), ceilings, threads)
+    _bounds(row, "sgs", gs["serial"], 2, ceilings, threads)
     row["sgs_segments"] = gs["p2p"].schedule.segments[0]
     # share of the point-to-point calls that its "auto" policy ran as the one-thread replay
     row["trsv_p2p_replayed"] = p2p.executor.replayed / max(p2p.executor.calls, 1)
@@ -290,14 +292,17 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
     run.add(row)
 
 
-def _bounds(row: dict, what: str, nbytes: int, ceilings: dict[str, float], threads: int) -> None:
+def _bounds(row: dict, what: str, executor, passes: int, ceilings: dict[str, float],
+            threads: int) -> None:
     """Bytes, achieved GB/s and the two ceilings of one sweep's parallel speed-up:
-    memory bandwidth (:func:`sweep_bound`) and the row order (``threads`` x the
+    memory bandwidth (:func:`sweep_bound`; the working set is one pass's bytes,
+    the traffic ``passes`` times that) and the row order (``threads`` x the
     serial sweep over the same kernel on one thread in level order: the parallel
     executors run the level order, so what the reordering costs one thread
     bounds them too)."""
     serial, order = row[f"{what}_serial_s"], row[f"{what}_levelorder_s"]
-    where, bw_x = sweep_bound(nbytes, serial, ceilings)
+    nbytes = sweep_bytes(executor, passes)
+    where, bw_x = sweep_bound(nbytes, serial, ceilings, working_set=sweep_bytes(executor, 1))
     row.update({f"{what}_mb": nbytes / 1e6, f"{what}_lives_in": where,
                 f"{what}_serial_gbs": nbytes / serial / 1e9,
                 f"{what}_p2p_gbs": nbytes / row[f"{what}_p2p_s"] / 1e9,
