@@ -1,4 +1,4 @@
-"""The small-M matmul (GEMV) schedule rule (tvm_ext.compile_steps.gemv_schedule) against numpy and ORT."""
+"""The small-M matmul (GEMV / row-tile panel) schedule rule (tvm_ext.compile_steps.gemv_schedule) against numpy and ORT."""
 import numpy as np
 import pytest
 
@@ -40,7 +40,8 @@ def _inputs(m, k, n, transposed, seed=0):
 
 
 @pytest.mark.parametrize("m,k,n,transposed,lanes,registers", [
-    (1, 96, 64, False, 16, 32), (1, 100, 128, True, 8, 16), (3, 64, 96, False, 8, 16), (4, 36, 256, True, 16, 32)])
+    (1, 96, 64, False, 16, 32), (1, 100, 128, True, 8, 16), (3, 64, 96, False, 8, 16), (4, 36, 256, True, 16, 32),
+    (32, 64, 192, False, 16, 32), (6, 20, 48, True, 8, 16)])
 def test_gemv_schedule_matches_numpy(m, k, n, transposed, lanes, registers):
     func = _dense(m, k, n, transposed)
     x, w, b, ref = _inputs(m, k, n, transposed)
@@ -73,7 +74,8 @@ def test_shapes_it_declines():
         return gemv_shape(sch, _root_blocks(sch)[0])
 
     assert shape_of(_dense(1, 64, 32)) is not None and shape_of(_dense(1, 64, 32, True)).transposed
-    assert shape_of(_dense(8, 64, 32)) is None  # 8 rows: a GEMM micro-kernel's job
+    assert shape_of(_dense(32, 64, 32)).rows == 32
+    assert shape_of(_dense(64, 64, 32)) is None  # 64 rows: a GEMM micro-kernel's job
     assert gemv_schedule(_dense(1, 64, 10), 16) is None  # 10 columns: no whole vector
     x = te.placeholder((1, 8, 8, 4), name="x")  # a 2-D convolution is no matmul
     wt = te.placeholder((4, 4, 3, 3), name="wt")

@@ -1,21 +1,22 @@
-"""A schedule for small-M matmuls (batch-1 dense layers): a GEMV that streams the weight once.
+"""A schedule for small-M matmuls (batch-1 dense layers, short GEMMs): the weight streamed once per row tile.
 
-With one to a few rows of input, ``out[i, j] = sum_k x[i, k] * W[k, j]`` is bound by reading
-``W`` (``K x N`` floats, each used ``M`` times), not by multiply-adds.  A GEMM micro-kernel
-built for 8-row tiles wastes most of its registers on rows that do not exist; the time goes
-to the weight stream.  This schedule
+With one to a few dozen rows of input, ``out[i, j] = sum_k x[i, k] * W[k, j]`` is bound by
+reading ``W`` (``K x N`` floats, each used ``M`` times) more than by multiply-adds.  A GEMM
+micro-kernel built for 8-row tiles wastes most of its registers on rows that do not exist, and
+one that reads ``W`` in place walks it at a stride of ``N``.  This schedule
 
 * splits the output columns into blocks of ``U`` vectors (``U * lanes`` columns) and runs the
   blocks in parallel, so each task streams its own columns of ``W``;
-* keeps the ``M x U`` partial sums in vector registers (a ``local`` accumulator, fully unrolled)
-  while ``k`` runs, ``k`` unrolled by ``KU`` so several independent loads are in flight;
-* reads ``W`` where it is when ``W`` is ``[K, N]`` (each row of a block is ``U`` contiguous
-  vectors) and, when it is ``[N, K]`` (``x @ Wᵀ``), packs it as ``[N / (U * lanes), K, U * lanes]``
-  in a ``<weight>_global`` block that :mod:`.weight_prepack` moves to compile time;
-* applies the fused epilogue (bias, activation) on each finished block of columns.
+* packs ``W`` as ``[N / (U * lanes), K, U * lanes]`` (one contiguous stream per block) in a
+  ``<weight>_global`` block that :mod:`.weight_prepack` moves to compile time;
+* takes the rows in tiles of up to :data:`MAX_TILE_ROWS` and keeps a tile's ``rows x U`` partial
+  sums in vector registers (a ``local`` accumulator, fully unrolled) while ``k`` runs, ``k``
+  unrolled by ``KU`` so several independent loads are in flight; each loaded weight vector
+  serves every row of the tile;
+* applies the fused epilogue (bias, activation) on each finished tile.
 
-``U`` is the number of accumulators that the target's vector registers hold beside a
-broadcast input and a loaded weight vector per row, capped so that every thread gets blocks.
+``U`` is the number of accumulators per row that the target's vector registers hold beside a
+broadcast input per row, capped so that every thread gets blocks (:func:`column_block`).
 
 >>> from tvm import te
 >>> x = te.placeholder((1, 256), name="x")
@@ -30,13 +31,16 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-__all__ = ["MAX_ROWS", "GEMV_DETAIL", "GemvShape", "gemv_shape", "gemv_schedule", "gemv_candidate", "column_block"]
+__all__ = ["MAX_ROWS", "MAX_TILE_ROWS", "row_tile", "GEMV_DETAIL", "GemvShape", "gemv_shape", "gemv_schedule", "gemv_candidate", "column_block"]
 
 #: What the kernel report says of a kernel given this schedule.
-GEMV_DETAIL = "small-M matmul: column blocks in parallel, weight packed per block at compile time, sums in registers"
+GEMV_DETAIL = "small-M matmul: column blocks in parallel, weight packed per block at compile time, row tiles' sums " \
+              "in registers"
 
 #: Largest number of output rows (product of the spatial extents before the column axis) scheduled here.
-MAX_ROWS = 4
+MAX_ROWS = 32
+#: Rows whose sums share each loaded weight vector (a row tile; the largest divisor of M up to this).
+MAX_TILE_ROWS = 4
 
 
 @dataclass(frozen=True)
@@ -140,6 +144,15 @@ def gemv_shape(sch, block) -> GemvShape | None:
     return weight
 
 
+def row_tile(rows: int) -> int:
+    """Rows per tile: the largest divisor of ``rows`` up to :data:`MAX_TILE_ROWS`.
+
+    >>> row_tile(1), row_tile(3), row_tile(32), row_tile(6), row_tile(7)
+    (1, 3, 4, 3, 1)
+    """
+    return max(d for d in range(1, min(rows, MAX_TILE_ROWS) + 1) if rows % d == 0)
+
+
 def column_block(columns: int, rows: int, lanes: int, registers: int, threads: int) -> int:
     """Vectors of columns per parallel block: accumulators (``rows x U``) plus one weight vector and
     one broadcast input per row fit in ``registers``; at least two blocks per thread when possible;
@@ -188,7 +201,8 @@ def gemv_schedule(func, lanes: int, registers: int = 16, threads: int = 2, unrol
     shape = gemv_shape(sch, block)
     if shape is None:
         return None
-    u = column_block(shape.columns, shape.rows, lanes, registers, threads)
+    tile = row_tile(shape.rows)
+    u = column_block(shape.columns, tile, lanes, registers, threads)
     if u == 0:
         return None
     jb = u * lanes
@@ -206,9 +220,13 @@ def gemv_schedule(func, lanes: int, registers: int = 16, threads: int = 2, unrol
         *spatial, j, k = loops
         jo, ja, jl = sch.split(j, [None, u, lanes])
         ko, ki = sch.split(k, [None, ku])
-        sch.reorder(jo, ko, ki, *spatial, ja, jl)  # rows innermost: W is read once for all of them
+        row = sch.fuse(*spatial) if len(spatial) > 1 else (spatial[0] if spatial else None)
+        io, ir = sch.split(row, [None, tile]) if row is not None else (None, None)
+        # a tile's rows innermost: each loaded weight vector serves all of them
+        sch.reorder(*[lp for lp in (jo, io, ko, ki, ir, ja, jl) if lp is not None])
+        at = io if io is not None else jo  # one tile of rows x one block of columns
         acc = sch.cache_write(block, 0, "local")  # the partial sums, in registers once unrolled
-        sch.reverse_compute_at(acc, jo)
+        sch.reverse_compute_at(acc, at)
         if shape.transposed or pack != "none":
             w_index = [i for i, r in enumerate(sch.get(block).reads)
                        if (getattr(r, "buffer", None) or r.source).name == shape.weight][0]
@@ -220,14 +238,14 @@ def gemv_schedule(func, lanes: int, registers: int = 16, threads: int = 2, unrol
                 sch.transform_layout(block, ("read", w_index), lambda r, c: (c // jb, r, c % jb))
         if tail:  # the epilogue reads the partial sums straight from the accumulator
             sch.compute_inline(acc)
-            sch.reverse_compute_at(sch.get_sblock(sch.get(tail[-1]).name_hint), jo)
+            sch.reverse_compute_at(sch.get_sblock(sch.get(tail[-1]).name_hint), at)
         if shape.columns // jb > 1:
             sch.parallel(jo)
         sch.unroll(ki)
         sch.unroll(ja)
         sch.vectorize(jl)
-        for lp in spatial:
-            sch.unroll(lp)
+        if ir is not None:
+            sch.unroll(ir)
         init = sch.decompose_reduction(block, ko)
         iloops = sch.get_loops(init)
         sch.vectorize(sch.split(iloops[-1], [None, lanes])[-1])
