@@ -11,7 +11,11 @@ arrays (64-byte-aligned inputs, so ``model(x)`` takes no copy), in one run:
   inputs 16 bytes off a 64-byte boundary (where numpy often allocates), which
   ``model(x)`` reads in place (its kernels declare element-aligned parameters);
 * **ort**: ONNX Runtime, CPU execution provider, ``intra_op_num_threads`` =
-  ``--threads``, ``inter_op`` 1, on the same ONNX graph;
+  ``--threads``, ``inter_op`` 1, on the same ONNX graph.  Ours and ORT take
+  turns (:func:`alternating_loops`, ``2 x --repeat`` rounds): ``ours_ms`` and
+  ``ort_ms`` are each side's fastest round, ``ours_vs_ort_paired`` the median
+  of the per-round ratios ORT / ours (on a shared machine the load changes
+  between rounds; a pair of neighbouring loops sees about the same load);
 * **openvino**: OpenVINO's CPU plugin on the same ONNX graph (f32);
 * **ms**: TVM's own best, ``relax.pipeline.static_shape_tuning_pipeline``
   (``cpu_weight_prepack=True``) applied before ``tvm.compile``, with a budget of
@@ -48,7 +52,7 @@ from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomea
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
-           "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
+           "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "ours_vs_ort_paired", "max_rel_err"]
 #: Ratio columns: peer time / our time at the call (above 1: we are faster).
 RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
           "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
@@ -150,6 +154,33 @@ def cases(quick: bool, zoo_size: str) -> dict[str, Callable[[], Case]]:
             "gru": lambda: _zoo("gru", zoo_size)}
 
 
+def alternating_loops(calls: dict[str, Callable[[], Any]], *, rounds: int = 7, min_loop_s: float = 0.02
+                      ) -> dict[str, list[float]]:
+    """Seconds per call of each of ``calls``, one entry per round: the calls take turns, each running a
+    loop of about ``min_loop_s`` per round (sized on the slowest call), so a burst of other load on a
+    shared machine falls on all of them alike.
+
+    >>> per = alternating_loops({"a": lambda: None, "b": lambda: sum(range(100))}, rounds=2, min_loop_s=0.001)
+    >>> sorted(per), len(per["a"])
+    (['a', 'b'], 2)
+    """
+    slowest = 1e-7
+    for fn in calls.values():
+        fn()  # warm up
+        t0 = time.perf_counter()
+        fn()
+        slowest = max(slowest, time.perf_counter() - t0)
+    n = max(1, int(min_loop_s / slowest))
+    per: dict[str, list[float]] = {k: [] for k in calls}
+    for _ in range(rounds):
+        for key, fn in calls.items():
+            t0 = time.perf_counter()
+            for _ in range(n):
+                fn()
+            per[key].append((time.perf_counter() - t0) / n)
+    return per
+
+
 def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, rounds: int = 7, min_loop_s: float = 0.02) -> float:
     """Microseconds ``model(*xs)`` takes over its VM function called on prepared TVM tensors.
 
@@ -197,6 +228,18 @@ def _peer(row: dict, key: str, make: Callable[[], Callable], xs: list[np.ndarray
         row.setdefault("notes", []).append(f"{key}: {e}")
 
 
+def _ort_or_note(row: dict, case: Case, threads: int) -> Callable | None:
+    """ONNX Runtime on ``case``, or None with a note in ``row`` saying why it cannot run."""
+    from tvm_ext.models.peers import PeerUnavailable, ort_runner
+
+    try:
+        return ort_runner(case.onnx, threads)
+    except PeerUnavailable as e:
+        row["ort_ms"] = None
+        row.setdefault("notes", []).append(f"ort_ms: {e}")
+        return None
+
+
 def bench_case(case: Case, args: Any) -> dict[str, Any]:
     """One row: every runtime on ``case`` at the call, ours checked against the reference."""
     import tvm_ext
@@ -213,17 +256,23 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
     model = tvm_ext.compile(mod)
     row["compile_s"] = time.perf_counter() - t0
     outs = model(*xs)
-    ref = ort_runner(case.onnx, args.threads)(*xs) if case.reference == "ort" else \
+    ort = _ort_or_note(row, case, args.threads)
+    ref = (ort or ort_runner(case.onnx, args.threads))(*xs) if case.reference == "ort" else \
         torch_runner(case.torch_module, xs, threads=args.threads)(*xs)
     row["max_rel_err"] = tc.max_rel_err(outs, ref)
-    row["ours_ms"] = _ms(time_python(lambda: model(*xs), **timing).min)
+    if ort is not None:  # the headline pair takes turns, so a change of the machine's load hits both alike
+        per = alternating_loops({"ours": lambda: model(*xs), "ort": lambda: ort(*xs)},
+                                rounds=max(3, 2 * args.repeat), min_loop_s=args.min_repeat_s / 2)
+        row["ours_ms"], row["ort_ms"] = _ms(min(per["ours"])), _ms(min(per["ort"]))
+        row["ours_vs_ort_paired"] = float(np.median([o / u for o, u in zip(per["ort"], per["ours"])]))
+    else:
+        row["ours_ms"] = _ms(time_python(lambda: model(*xs), **timing).min)
     row["ours_vm_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
     row["overhead_us"] = call_overhead_us(model, xs)
     row["aligned_copies"] = model._call.aligned_copies
     misaligned = [_off_by_16(a) for a in xs]  # where numpy's own allocator often puts an array
     row["ours_unaligned_ms"] = _ms(time_python(lambda: model(*misaligned), **timing).min)
     row["targets"] = ", ".join(f"{k} {v}" for k, v in sorted(model.report.targets().items()))
-    _peer(row, "ort_ms", lambda: ort_runner(case.onnx, args.threads), xs, timing)
     if not args.no_openvino:
         _peer(row, "openvino_ms", lambda: openvino_runner(case.onnx, args.threads), xs, timing)
     _peer(row, "torch_ms", lambda: torch_runner(case.torch_module, xs, threads=args.threads), xs, timing)
@@ -290,8 +339,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         run.add(row)
         peers = ", ".join(f"{k[:-3]} {row[k]:.3f}" for k in ("ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms",
                                                             "torch_ms") if row.get(k) is not None)
+        paired = f", ORT/ours paired {row['ours_vs_ort_paired']:.2f}x" if row.get("ours_vs_ort_paired") else ""
         print(f"    ours {row['ours_ms']:.3f} ms at the call (VM {row['ours_vm_ms']:.3f} ms, overhead "
-              f"{row['overhead_us']:.1f} us), {peers}; err {row['max_rel_err']:.1e}", flush=True)
+              f"{row['overhead_us']:.1f} us), {peers}{paired}; err {row['max_rel_err']:.1e}", flush=True)
         for note in row.get("notes", []):
             print(f"    ({note})")
         if row.get("ms_tuning_s") is not None:
@@ -305,6 +355,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         vals = [r[num] / r[den] for r in run.rows if r.get(num) and r.get(den)]
         if vals:
             print(f"geomean {label}: {geomean(vals):.2f}x over {len(vals)} models")
+    paired = [r["ours_vs_ort_paired"] for r in run.rows if r.get("ours_vs_ort_paired")]
+    if paired:
+        print(f"geomean ours/ORT, median of paired rounds: {geomean(paired):.2f}x over {len(paired)} models")
     overheads = [r["overhead_us"] for r in run.rows]
     print(f"call overhead (model(x) - VM alone): median {float(np.median(overheads)):.1f} us, "
           f"max {max(overheads):.1f} us; inputs copied for alignment: {sum(r['aligned_copies'] for r in run.rows)}")
