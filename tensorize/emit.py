@@ -35,7 +35,7 @@ from typing import Any, Callable
 from tvm_ext.errors import MappingError, ScheduleError
 
 from .binding import AxisBinding, as_binding, block_iters, drop_unit_axes, mapped_iters
-from .intrin_spec import IntrinSpec, derive_spec, last_nonunit
+from .intrin_spec import IntrinSpec, derive_spec, last_nonunit, region_buffer
 from .schedule_steps import pack_inputs, pad_to_tiles, schedule_loops
 from .tensor_intrin import Implementation, get_implementation, register_intrin
 
@@ -106,8 +106,8 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
         binding, spec, fixed = _batch_rows(sch, block, binding, spec, fixed, call_rows, steps)
     tile = _fit_tiles(implementation, spec, fixed, spec.role_tiles(tiles or {}), steps)
     block, binding, spec, padded = pad_to_tiles(sch, block, binding, spec, tile, implementation, steps)
-    binding, respec = _drop_unit_tiles(sch, block, binding, tile, steps, implementation.accumulate_local)
-    spec = (respec or spec).with_extents(tile)
+    binding, spec = _drop_unit_tiles(sch, block, binding, spec, tile, steps)
+    spec = spec.with_extents(tile)
     implementation.check(spec)
     block, spec, packed = pack_inputs(sch, block, spec, tile, pack, steps)
     if outer == "auto":
@@ -215,15 +215,16 @@ def _lane_axis(sch, block, binding: AxisBinding) -> str | None:
     return None
 
 
-def _drop_unit_tiles(sch, block, binding: AxisBinding, tile: dict, steps: list[str], accumulate_local: bool):
+def _drop_unit_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict, steps: list[str]):
     """Instruction axes tiled by 1 become outer loops (a 1-wide loop would not match the intrinsic)."""
     unit = [a for a in binding.axis_map if tile.get(a) == 1]
     if not unit:
-        return binding, None
+        return binding, spec
     if len(unit) == len(binding.axis_map):
         raise ScheduleError(f"block {sch.get(block).name_hint!r}: every instruction axis has a tile of 1")
     steps.append(f"instruction axes {unit} get tile 1: they stay outer")
     for a in unit:
         tile.pop(a, None)
-    binding = binding.without_axes(unit)
-    return binding, derive_spec(sch, block, binding, accumulate_local=accumulate_local)
+    stmt = sch.get(block)
+    last = {b.name: last_nonunit(b) for b in (region_buffer(r) for r in (*stmt.reads, *stmt.writes))}
+    return binding.without_axes(unit), spec.without_axes(set(unit), last)

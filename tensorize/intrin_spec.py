@@ -82,6 +82,22 @@ class OperandSpec:
         """The axis of the last kept dim when it is a single term."""
         return self.terms[-1][0][0] if self.terms and len(self.terms[-1]) == 1 else None
 
+    def without_axes(self, drop, last_dim: int) -> "OperandSpec":
+        """The operand with the terms of axes ``drop`` left out (dims left with none go);
+        ``last_dim``: the buffer's last non-unit dim (:func:`last_nonunit`), for unit stride.
+
+        >>> a = OperandSpec("A", "A", 2, (0, 1), ((("i", 1),), (("k", 1),)), True, bare=(True, True))
+        >>> a.without_axes({"k"}, 1).dims, a.without_axes({"k"}, 1).unit_stride
+        ((0,), False)
+        """
+        bare = self.bare or (False,) * len(self.dims)
+        kept = [(d, tuple(t for t in ts if t[0] not in drop), b) for d, ts, b in zip(self.dims, self.terms, bare)]
+        kept = [k for k in kept if k[1]]
+        dims, terms = tuple(d for d, _, _ in kept), tuple(ts for _, ts, _ in kept)
+        unit = bool(dims) and dims[-1] == last_dim and len(terms[-1]) == 1 and terms[-1][0][1] == 1
+        return replace(self, dims=dims, terms=terms, unit_stride=unit,
+                       bare=tuple(b for _, _, b in kept) if self.bare else ())
+
     def shape(self, extents: dict[str, int]) -> tuple[int, ...]:
         """Extent of every dim (1 where no mapped axis indexes it)."""
         out = [1] * self.rank
@@ -165,6 +181,20 @@ class IntrinSpec:
 
     def with_extents(self, tiles: dict[str, int]) -> "IntrinSpec":
         return replace(self, extents=tuple(int(tiles[a]) for a in self.axes))
+
+    def without_axes(self, drop, last_dims: dict[str, int]) -> "IntrinSpec":
+        """The spec with instruction axes ``drop`` left outer; ``last_dims``: kernel buffer -> its
+        last non-unit dim (:func:`last_nonunit`)."""
+        keep = [n for n, a in enumerate(self.axes) if a not in drop]
+        return replace(self, axes=tuple(self.axes[n] for n in keep), kinds=tuple(self.kinds[n] for n in keep),
+                       extents=tuple(self.extents[n] for n in keep),
+                       output=self.output.without_axes(drop, last_dims[self.output.buffer]),
+                       inputs=tuple(op.without_axes(drop, last_dims[op.buffer]) for op in self.inputs))
+
+    def with_buffers(self, renamed: dict[str, str]) -> "IntrinSpec":
+        """The spec with its operands' kernel buffers renamed (``pad_einsum`` copies them)."""
+        ops = [replace(op, buffer=renamed.get(op.buffer, op.buffer)) for op in self.operands]
+        return replace(self, output=ops[0], inputs=tuple(ops[1:]))
 
     def with_operand(self, op: OperandSpec) -> "IntrinSpec":
         if op.name == self.output.name:

@@ -106,8 +106,8 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
     """Pad the block so every tile divides its axis (``pad_einsum``); where the block
     cannot be padded (a conv window), shrink the tile (in place) to the nearest divisor instead.
 
-    Returns the block, the binding (its layouts follow the padded copies of the buffers),
-    its spec (derived again after padding) and the padded extents by instruction axis
+    Returns the block, the binding and the spec (their buffers renamed to the padded
+    copies, the spec's extents padded) and the padded extents by instruction axis
     (empty when nothing was padded); the pad's producer and consumer copy blocks are
     scheduled with :func:`schedule_elementwise`.
 
@@ -147,9 +147,10 @@ def pad_to_tiles(sch, block, binding: AxisBinding, spec: IntrinSpec, tile: dict[
     after = [region_buffer(r).name for r in (*stmt.reads, *stmt.writes)]
     if len(after) != len(before):
         raise ScheduleError(f"block {stmt.name_hint!r}: pad_einsum changed the accessed buffers {before} -> {after}")
-    binding = binding.with_buffers(dict(zip(before, after)))
-    spec = derive_spec(sch, block, binding, accumulate_local=implementation.accumulate_local)
-    return block, binding, spec, pads
+    renamed = dict(zip(before, after))
+    spec = spec.with_buffers(renamed)
+    spec = replace(spec, extents=tuple(pads.get(a, n) for a, n in zip(spec.axes, spec.extents)))
+    return block, binding.with_buffers(renamed), spec, pads
 
 
 def _nearest_divisor(extent: int, want: int) -> int:

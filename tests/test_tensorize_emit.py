@@ -373,6 +373,19 @@ def test_a_mapping_layout_the_block_disagrees_with_raises_schedule_error():
     assert derive_spec(sch, blk, replace(unstrided, layouts={})).inputs[0].terms == ((("i", 2),), (("k", 1),))
 
 
+@pytest.mark.parametrize("drop", ["i", "j", "k"])
+def test_a_spec_restricted_to_fewer_axes_is_the_spec_derived_for_them(drop):
+    from tensorize.intrin_spec import last_nonunit, region_buffer
+
+    func, m = _strided_conv_mapping()
+    b = as_binding(m)
+    sch = s_tir.Schedule(func)
+    blk = sch.get_sblock("conv")
+    stmt = sch.get(blk)
+    last = {x.name: last_nonunit(x) for x in (region_buffer(r) for r in (*stmt.reads, *stmt.writes))}
+    assert derive_spec(sch, blk, b).without_axes({drop}, last) == derive_spec(sch, blk, b.without_axes([drop]))
+
+
 def test_x86_implementations_are_attached_to_the_isa_registry():
     from tensorize.instructions import get_isa
 
