@@ -37,6 +37,7 @@ bcsr: make_dense() -> tile(i, 2) -> tile(k, 2) -> permute([ii, kk, i, k]) -> com
 """
 from __future__ import annotations
 
+import threading
 from typing import Any, Callable
 
 import numpy as np
@@ -340,18 +341,39 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
 
 
 def on_threads(calls: list[Callable[[], Any]]) -> None:
-    """Run ``calls`` (compiled, GIL-releasing) on threads: the first on this one."""
+    """Run ``calls`` (compiled, GIL-releasing) on threads: the first on this one, the others on
+    a pool kept for the process (starting a thread waits until the OS runs it: tens of
+    microseconds on an idle machine, milliseconds on a busy one, twice per BCSR build).
+    An exception in any call is raised here once all have finished."""
     if len(calls) == 1:
         calls[0]()
         return
-    import threading
+    futures = [_pool(len(calls) - 1).submit(c) for c in calls[1:]]
+    try:
+        calls[0]()
+    finally:
+        for f in futures:
+            f.exception()  # wait for every call before any error leaves (they write shared arrays)
+    for f in futures:
+        f.result()
 
-    workers = [threading.Thread(target=c) for c in calls[1:]]
-    for w in workers:
-        w.start()
-    calls[0]()
-    for w in workers:
-        w.join()
+
+_POOL: dict[str, Any] = {"executor": None, "workers": 0}
+_POOL_LOCK = threading.Lock()
+
+
+def _pool(workers: int):
+    """The inspectors' thread pool, grown to at least ``workers`` threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _POOL_LOCK:
+        if _POOL["workers"] < workers:
+            old = _POOL["executor"]
+            _POOL.update(executor=ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tvmext-inspect"),
+                         workers=workers)
+            if old is not None:
+                old.shutdown(wait=False)
+        return _POOL["executor"]
 
 
 def _bcsr_scipy(csr: sp.csr_array, R: int, C: int) -> BCSR:

@@ -432,3 +432,20 @@ def test_compiled_bcsr_merge_split_over_threads(monkeypatch):
     got = to_bcsr(A, 4, 3)
     for name in ("indptr", "bcol", "data"):
         np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+def test_on_threads_runs_every_call_and_raises_a_workers_error():
+    from schedules.sparse.inspectors import on_threads
+
+    done = []
+
+    def boom():
+        done.append("boom")
+        raise ValueError("worker failed")
+
+    on_threads([lambda: done.append(0), lambda: done.append(1), lambda: done.append(2)])
+    assert sorted(done) == [0, 1, 2]
+    done.clear()
+    with pytest.raises(ValueError, match="worker failed"):
+        on_threads([lambda: done.append(0), boom])
+    assert sorted(done, key=str) == [0, "boom"]
