@@ -333,3 +333,31 @@ def test_auto_on_a_dram_resident_problem_builds_only_the_fused_schedule(monkeypa
     B = np.random.default_rng(5).standard_normal((A.shape[0], 2))
     res = s.solve(B, rtol=TOL)
     assert res.converged and np.abs(res.x - scipy_columns(A, B, TOL * 1e-2)).max() < 1e-6 * np.abs(res.x).max()
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_inline_solves_leave_no_host_step_and_match_numpy_and_scipy(fused, monkeypatch):
+    """Λ and Φ are solved in the kernels that apply them: a well-conditioned solve calls no host solve,
+    and agrees with the host-solve schedule, the numpy Block CG and scipy's cg."""
+    import importlib
+
+    it_mod = importlib.import_module("schedules.fusion.block_cg_iteration")
+    s = solver("nasa4704_spd", 4, fused)
+    assert all(s.kernels[i] is not None and s.steps[i - 1][0] in s.host_forms for i in s.inline_kernels)
+    assert {o for k in s.inline_kernels.values() for o in k.ops if o in s.host_forms} == set(s.host_forms)
+    A = MATRICES["nasa4704_spd"]()
+    B = np.random.default_rng(11).standard_normal((A.shape[0], 4))
+    calls = []
+    real = it_mod.spd_pinv_solve
+    monkeypatch.setattr(it_mod, "spd_pinv_solve", lambda *a, **k: calls.append(1) or real(*a, **k))
+    res = s.solve(B, rtol=1e-15, maxiter=30)
+    assert res.iterations == 30 and not calls                      # 30 iterations, no host solve
+    monkeypatch.setattr(it_mod, "spd_pinv_solve", real)
+    host = BlockCG(A, 4, fused=fused, inline_solves=False)
+    assert host.inline_kernels == {}
+    ref = host.solve(B, rtol=1e-15, maxiter=30)
+    peer = block_cg_numpy(A, B, tol=1e-15, maxiter=30)
+    scale = np.abs(ref.x).max()
+    assert np.abs(res.x - ref.x).max() < 1e-7 * scale and np.abs(res.x - peer.x).max() < 1e-7 * scale
+    full = s.solve(B, rtol=1e-9)
+    assert full.converged and np.abs(full.x - scipy_columns(A, B, 1e-11)).max() < 1e-6 * np.abs(full.x).max()

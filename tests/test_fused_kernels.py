@@ -202,3 +202,71 @@ def test_gcn_layer_float64_and_bad_input():
         gcn_layer(A, bad, W, dtype="float64")
     with pytest.raises(ShapeError):
         gcn_layer(sp.csr_array(np.ones((3, 4))), X0[:4], W, dtype="float64")
+
+
+# --------------------------------------------------------------------------- in-kernel N x N solves
+@pytest.mark.parametrize("dtype", ["float64", "float32"])
+def test_inline_spd_solve_matches_numpy_and_flags_a_singular_matrix(dtype):
+    """The prologue's scaled Cholesky solve against numpy; a dependent column or a NaN sets the flag."""
+    from schedules.fusion.inline_solve import emit_spd_solve
+    from schedules.sparse.executors.codegen import Buffer, prim_func_source
+    from tvm_ext.tvmscript_text import Code, parse_prim_func
+
+    N, C = 5, 3
+    code = Code()
+    code("st[0] = 0")
+    emit_spd_solve(code, "g", "r", "o", "st", N, C, dtype)
+    bufs = [Buffer("hg", "g", (str(N), str(N)), dtype), Buffer("hr", "r", (str(N), str(C)), dtype),
+            Buffer("ho", "o", (str(N), str(C)), dtype), Buffer("hst", "st", ("1",), "int32")]
+    mod = tvm.compile(tvm.IRModule({"main": parse_prim_func(prim_func_source("solve", bufs, [], [], code))}),
+                      target="llvm")
+    V = RNG.standard_normal((20, N)) * np.array([1e3, 1.0, 1e-2, 5.0, 1.0])   # badly scaled columns
+    G, R = (V.T @ V).astype(dtype), RNG.standard_normal((N, C)).astype(dtype)
+
+    def run(G):
+        args = [tvm.runtime.tensor(a) for a in (G, R, np.zeros((N, C), dtype), np.zeros(1, np.int32))]
+        mod["main"](*args)
+        return args[2].numpy(), int(args[3].numpy()[0])
+
+    out, flag = run(G)
+    ref = np.linalg.solve(G.astype(np.float64), R.astype(np.float64))
+    assert flag == 0 and np.abs(out - ref).max() <= (1e-10 if dtype == "float64" else 1e-3) * np.abs(ref).max()
+    dep = G.copy()
+    dep[:, 3], dep[3, :] = dep[:, 1], dep[1, :]
+    assert run(dep)[1] == 1
+    bad = G.copy()
+    bad[2, 2] = np.nan
+    assert run(bad)[1] == 1
+    assert run(-G)[1] == 1                                         # negative diagonal: not SPD
+
+
+def test_inline_solve_kernels_solve_then_apply():
+    """The X/R/Γ and P kernels' variants solve Λ and Φ first; the result equals the host solve + kernel."""
+    from schedules.fusion.kernels import build_inline_solve_kernels
+
+    A = lap2d(6)
+    M, N = A.shape[0], 3
+    plan = _cg_plan(M, N, A.nnz)
+    steps = schedule_steps(plan, iteration_ops(plan.dag, 1), True)
+    storage, kernels = build_step_kernels(plan, steps, fmt=to_csr(A))
+    inline = build_inline_solve_kernels(plan, steps)
+    assert [(i, k.ops) for i, k in inline.items()] == [(2, ("Lambda1", "X1", "R1", "Gamma1")), (4, ("Phi1", "P1"))]
+    shapes = {s: plan.dag.tensors[t].shape for t, s in storage.items()}
+    host = {s: RNG.standard_normal(shape) for s, shape in shapes.items()}
+    V = RNG.standard_normal((3 * N, N))
+    host[storage["Delta1"]] = V.T @ V + np.eye(N)
+    host[storage["Gamma0"]] = V.T @ V + 2 * np.eye(N)
+    ref = {s: a.copy() for s, a in host.items()}
+    env = {s: tvm.runtime.tensor(a) for s, a in host.items()}
+    inline[2](env)
+    assert inline[2].status[0] == 0
+    lam = np.linalg.solve(ref[storage["Delta1"]], ref[storage["Gamma0"]])
+    X, R, P, S = (ref[storage[t]] for t in ("X0", "R0", "P0", "S1"))
+    assert np.allclose(env[storage["Lambda1"]].numpy(), lam)
+    assert np.allclose(env[storage["X1"]].numpy(), X + P @ lam)
+    R1 = R - S @ lam
+    assert np.allclose(env[storage["R1"]].numpy(), R1) and np.allclose(env[storage["Gamma1"]].numpy(), R1.T @ R1)
+    env[storage["Delta1"]] = tvm.runtime.tensor(np.zeros((N, N)))         # PᵀAP vanished: flag, nothing updated
+    before = env[storage["X1"]].numpy().copy()
+    inline[2](env)
+    assert inline[2].status[0] == 1 and np.array_equal(env[storage["X1"]].numpy(), before)

@@ -29,6 +29,8 @@ class ArgRole(enum.Enum):
     TENSOR = "tensor"
     #: a scalar argument (block grid, alpha, beta)
     SCALAR = "scalar"
+    #: a one-entry int32 flag the kernel sets for its caller (a failed in-kernel solve)
+    STATUS = "status"
 
     @property
     def sized_by_parts(self) -> bool:

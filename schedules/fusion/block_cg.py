@@ -54,7 +54,7 @@ from schedules.fusion.block_cg_iteration import (Alg1Backend, BlockCGResult, Ite
 from schedules.fusion.builders import block_cg_dag
 from schedules.fusion.fusion_choice import FusionSelection, modelled_selection, working_set_bytes
 from schedules.fusion.groups import FusionPlan, plan_fusion
-from schedules.fusion.kernels import build_step_kernels
+from schedules.fusion.kernels import build_inline_solve_kernels, build_step_kernels
 from schedules.fusion.row_forms import family, row_form, streamed_rank
 from schedules.fusion.steps import iteration_ops, schedule_steps
 from schedules.sparse.solvers import _deprecated_tol, resolve_tolerance, spd_precheck
@@ -92,6 +92,8 @@ class _TVMBackend(Alg1Backend):
         self.solver = solver
         self.steps, self.storage, self.kernels = solver.steps, solver.storage, solver.kernels
         self.host_forms = solver.host_forms
+        self.inline_kernels = solver.inline_kernels
+        self.inline_solves = {i: k.ops[:len(k.ops) - len(self.steps[i])] for i, k in self.inline_kernels.items()}
         self.name = solver.name
         shapes: dict[str, tuple] = {}
         for t, s in self.storage.items():
@@ -108,6 +110,11 @@ class _TVMBackend(Alg1Backend):
 
     def run(self, i: int) -> None:
         self.kernels[i](self.env)
+
+    def run_inline(self, i: int) -> bool:
+        kernel = self.inline_kernels[i]
+        kernel(self.env)
+        return not kernel.status[0]
 
     def restart(self) -> None:
         self._setup_env[self._gamma0] = self.env[self.storage["Gamma0"]]
@@ -132,9 +139,11 @@ class _Schedule:
     storage: dict
     kernels: list
     host_forms: dict
+    inline_kernels: dict
 
     @classmethod
-    def build(cls, M: int, N: int, nnz: int, fused: bool, fmt, dtype: str, target) -> "_Schedule":
+    def build(cls, M: int, N: int, nnz: int, fused: bool, fmt, dtype: str, target,
+              inline_solves: bool = True) -> "_Schedule":
         plan = _iteration_plan(M, N, nnz, fused)
         steps = schedule_steps(plan, iteration_ops(plan.dag, 1), fused)
         storage, kernels = build_step_kernels(plan, steps, fmt=fmt, dtype=dtype, target=target)
@@ -143,7 +152,8 @@ class _Schedule:
                 raise ScheduleError(f"block_cg: the schedule cannot update {t} in place")
         host_forms = {s[0]: row_form(plan.dag, plan.dag.op(s[0]), None)
                       for s, k in zip(steps, kernels) if k is None}
-        return cls(plan, steps, storage, kernels, host_forms)
+        inline = build_inline_solve_kernels(plan, steps, dtype=dtype, target=target) if inline_solves else {}
+        return cls(plan, steps, storage, kernels, host_forms, inline)
 
 def _select(candidates: dict, *, iters: int = 3, rounds: int = 5, seed: int = 0) -> FusionSelection:
     """Time a few real Alg. 1 iterations (kernels, host steps, launches) of each candidate solver in
@@ -181,7 +191,12 @@ class BlockCG:
     is never slower than the op-by-op schedule on this machine, up to timing noise.
     ``format``: ``"csr"``, ``"bcsr"`` or ``"auto"`` (see :data:`FORMATS`).
     ``steps`` / ``kernels`` expose the schedule (``kernels[i]`` is ``None``
-    for a host step).
+    for a host step).  ``inline_solves`` (default True): the ``N x N`` solves
+    ``Λ = Δ⁻¹Γ`` and ``Φ = Γ_prev⁻¹Γ`` run in a serial prologue of the kernel
+    that applies them (:attr:`inline_kernels`; a Cholesky, see
+    :mod:`schedules.fusion.inline_solve`), with no host step between the
+    kernels; a failed pivot falls back to the host's eigen-solve for that
+    iteration.  False: always on the host.
 
     >>> from tvm_ext.workloads import lap2d
     >>> solver = BlockCG(lap2d(40), 2, fused=True)
@@ -193,7 +208,7 @@ class BlockCG:
     inputs = ("X0", "R0", "P0", "Gamma0")
 
     def __init__(self, A: Any, n_rhs: int, *, fused: bool | str = "auto", dtype: Any = "float64",
-                 format: str = "csr", target: Any = None, max_restarts: int = 3):
+                 format: str = "csr", target: Any = None, max_restarts: int = 3, inline_solves: bool = True):
         from schedules.sparse.executors.codegen import check_dtype
         from tvm_ext.workloads import canonical_csr
 
@@ -212,6 +227,7 @@ class BlockCG:
         #: ``fused="auto"``: the measured time per iteration of both schedules and the choice
         self.selection: FusionSelection | None = None
         self.max_restarts, self.target, self.format = int(max_restarts), target, format
+        self.inline_solves = bool(inline_solves)
         self.problem = spd_precheck(self.A) if self.n else None
         self.format_name = None
         self._column: BlockCG | None = None
@@ -221,7 +237,7 @@ class BlockCG:
         if fused == "auto":
             def build(f: bool) -> "BlockCG":
                 return BlockCG(self.A, self.n_rhs, fused=f, dtype=self.dtype, format=format, target=target,
-                               max_restarts=max_restarts)
+                               max_restarts=max_restarts, inline_solves=inline_solves)
 
             selection = modelled_selection(self.n, self.n_rhs, max(int(self.A.nnz), 1),
                                            itemsize=self.A.dtype.itemsize, target=target)
@@ -237,9 +253,11 @@ class BlockCG:
             return
         fmt = self._format(format)
         nnz = max(int(self.A.nnz), 1)
-        sched = _Schedule.build(self.n, self.n_rhs, nnz, self.fused, fmt, self.dtype, target)
+        sched = _Schedule.build(self.n, self.n_rhs, nnz, self.fused, fmt, self.dtype, target, self.inline_solves)
         self.plan, self.steps, self.storage, self.kernels = sched.plan, sched.steps, sched.storage, sched.kernels
         self.host_forms = sched.host_forms
+        #: step index -> the kernel variant that first solves the host steps before it (Λ, Φ) in a prologue
+        self.inline_kernels = sched.inline_kernels
         setup_plan = analyze(block_cg_dag(1, self.n, self.n_rhs, nnz, setup=True))  # one op per step
         self.setup_storage, self.setup_kernels = build_step_kernels(
             setup_plan, [("R0",), ("Gamma0",)], fmt=fmt, dtype=self.dtype, target=target)
@@ -269,7 +287,8 @@ class BlockCG:
             return self
         if self._column is None:
             self._column = BlockCG(self.A, 1, fused=self.fused, dtype=self.dtype, format=self.format,
-                                   target=self.target, max_restarts=self.max_restarts)
+                                   target=self.target, max_restarts=self.max_restarts,
+                                   inline_solves=self.inline_solves)
         return self._column
 
     def solve(self, B: Any, X0: Any = None, *, rtol: float = 1e-5, atol: float = 0.0,

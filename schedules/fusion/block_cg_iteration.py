@@ -218,6 +218,13 @@ class Alg1Backend(ABC):
     host: dict
     host_forms: dict
     name: str
+    #: kernel step index -> the host ops its kernel variant solves in a prologue (see :meth:`run_inline`)
+    inline_solves: dict = {}
+
+    def run_inline(self, i: int) -> bool:
+        """Run step ``i``'s variant that first solves ``inline_solves[i]`` in the kernel; False when a
+        pivot failed and nothing was updated (the loop then solves on the host and calls ``run(i)``)."""
+        raise NotImplementedError(f"{type(self).__name__} has no in-kernel solves")
 
     @abstractmethod
     def run(self, i: int) -> None:
@@ -262,6 +269,30 @@ def _restart(b: Alg1Backend, it: IterationState, k: int) -> str | None:
     return None
 
 
+#: a step's outcome: restart Alg. 1 from the true residual
+_RESTART = "restart"
+
+
+def _host_solve(b: Alg1Backend, it: IterationState, op: str, k: int, deflate: bool) -> tuple[str | None, bool]:
+    """Host op ``op`` (``Λ = Δ⁻¹Γ`` or ``Φ = Γ_prev⁻¹Γ``) by :func:`spd_pinv_solve`.
+
+    Returns ``(action, deflate)``: ``action`` None (go on), :data:`_RESTART`
+    or a failure reason; ``deflate`` says a solve so far this iteration was cut.
+    """
+    if family(op) != "Lambda" and deflate:  # Alg. 1's Φ is not valid across a cut: restart
+        return _RESTART, deflate
+    st, f = b.storage, b.host_forms[op]
+    info = spd_pinv_solve(b.host[st[f.inputs[0]]], b.host[st[f.inputs[1]]], b.host[st[op]])
+    if family(op) == "Lambda" and (reason := it.lambda_reason(info, k)) is not None:
+        return reason, deflate
+    if info.rank < it.active:
+        it.rank_deficient += 1
+        if family(op) != "Lambda":
+            return _RESTART, True
+        return None, True
+    return None, deflate
+
+
 def _alg1(b: Alg1Backend, it: IterationState, maxiter: int, max_restarts: int) -> tuple[int, str]:
     """GOGETA Alg. 1 over ``b``'s steps, with restarts; returns (iterations, reason).
 
@@ -270,6 +301,7 @@ def _alg1(b: Alg1Backend, it: IterationState, maxiter: int, max_restarts: int) -
     """
     st = b.storage
     k, restart = 0, True
+    inlined = {op for ops in b.inline_solves.values() for op in ops}
     while True:
         if restart:
             if (status := _restart(b, it, k)) is not None:
@@ -282,30 +314,32 @@ def _alg1(b: Alg1Backend, it: IterationState, maxiter: int, max_restarts: int) -
         k += 1
         deflate = False
         for i, step in enumerate(b.steps):
-            if step[0] not in b.host_forms:
-                b.run(i)
-                if "Gamma1" in step:
+            if step[0] in b.host_forms:
+                if step[0] in inlined:
+                    continue  # the next kernel solves it
+                action, deflate = _host_solve(b, it, step[0], k, deflate)
+            else:
+                action, ops = None, b.inline_solves.get(i, ())
+                if ops and deflate and any(family(op) != "Lambda" for op in ops):
+                    action = _RESTART                # Alg. 1's Φ is not valid across a cut
+                elif not (ops and b.run_inline(i)):  # no prologue, or a pivot failed: the host solves
+                    for op in ops:
+                        action, deflate = _host_solve(b, it, op, k, deflate)
+                        if action is not None:
+                            break
+                    if action is None:
+                        b.run(i)
+                if action is None and "Gamma1" in step:
                     G = b.host[st["Gamma1"]]
                     if (reason := it.gamma_reason(G, k)) is not None:
                         return k, reason
                     if (it.residuals(G) <= it.tol).all():  # confirm with the true residual
-                        restart = True
-                        break
-                continue
-            op = step[0]
-            if family(op) != "Lambda" and deflate:  # Alg. 1's Φ is not valid across a cut: restart
+                        action = _RESTART
+            if action == _RESTART:
                 restart = True
                 break
-            f = b.host_forms[op]
-            info = spd_pinv_solve(b.host[st[f.inputs[0]]], b.host[st[f.inputs[1]]], b.host[st[op]])
-            if family(op) == "Lambda" and (reason := it.lambda_reason(info, k)) is not None:
-                return k, reason
-            if info.rank < it.active:
-                it.rank_deficient += 1
-                deflate = True
-                if family(op) != "Lambda":
-                    restart = True
-                    break
+            if action is not None:
+                return k, action
         if restart:
             it.restarts += 1
         else:

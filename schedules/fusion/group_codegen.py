@@ -119,7 +119,7 @@ class KernelParams:
 
 
 def row_group_source(forms: Sequence[RowOp], storage: dict, stored: set, dag: EinsumDAG,
-                     dtype: str, lanes: int) -> tuple[str, list]:
+                     dtype: str, lanes: int, solves: Sequence[RowOp] = ()) -> tuple[str, list]:
     """TVMScript of a dense row group (row maps and reductions over the rows).
 
     One block per parallel part: its rows run in a plain loop, each row map
@@ -127,10 +127,29 @@ def row_group_source(forms: Sequence[RowOp], storage: dict, stored: set, dag: Ei
     a later step reads it; each reduction accumulates into a local tile for
     the whole part, written to the part's slot of a partial-sum workspace
     and summed over the parts after the parallel loop.
+
+    ``solves``: host ops (``out = G⁻¹·R``, ``N x N``) computed first, in a
+    serial prologue (:func:`~schedules.fusion.inline_solve.emit_spd_solve`);
+    a failed pivot sets the kernel's status flag (a ``("status", None)``
+    parameter) and skips the loop, for the caller to solve on the host.
     """
+    from schedules.fusion.inline_solve import emit_spd_solve
+
     prm = KernelParams(dag, dtype)
     prm.buffers.append(Buffer("a_part", "part", ("NP",), "int32"))
     prm.spec.append(("parts", None))
+    prologue = Code()
+    if solves:
+        prm.buffers.append(Buffer("a_status", "status", ("1",), "int32"))
+        prm.spec.append(("status", None))
+        prologue("status[0] = 0")
+        for k, h in enumerate(solves):
+            if h.kind != "host":
+                raise ScheduleError(f"op {h.name!r} ({h.kind}) is not a small solve")
+            G, R = (prm.tensor(t, storage, False) for t in h.inputs)
+            n, cols = dag.tensors[h.inputs[1]].shape
+            emit_spd_solve(prologue, G, R, prm.tensor(h.name, storage, False), "status", int(n), int(cols),
+                           dtype, prefix=f"sv{k}")
     names = _local_names(forms)
     local = {f.name for f in forms if f.kind == "rowmap"}
     for f in forms:
@@ -172,8 +191,12 @@ def row_group_source(forms: Sequence[RowOp], storage: dict, stored: set, dag: Ei
                     _vec(code, f.cols[1], lanes, lambda c, n=n, part=part: f"{part}[vt, a, {c}] = acc_{n}[a, {c}]")
     outs = {f.name: prm.tensor(f.name, storage, False) for f in reds}
     _reduce_partials(code, reds, outs, parts, dtype)
-    src = prim_func_source("fused_rows" if len(forms) > 1 else f"rows_{forms[0].kind}", prm.buffers, [],
-                           ["M", "NP"], code)
+    if solves:
+        with prologue.block("if status[0] == 0:"):
+            prologue.extend(code)
+        code = prologue
+    name = "fused_rows" if len(forms) > 1 else f"rows_{forms[0].kind}"
+    src = prim_func_source(f"solve_{name}" if solves else name, prm.buffers, [], ["M", "NP"], code)
     return src, prm.spec
 
 

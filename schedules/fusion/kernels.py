@@ -54,7 +54,7 @@ from schedules.fusion.steps import assign_storage, stored_tensors
 from schedules.sparse.executors.codegen import dense_alignment, native_lanes, parse_prim_func
 from tvm_ext.errors import ConfigError, ScheduleError, ShapeError
 
-__all__ = ["GroupKernel", "build_step_kernels"]
+__all__ = ["GroupKernel", "build_step_kernels", "build_inline_solve_kernels"]
 
 
 def _specialize(func, name: str, shape: tuple, dtype: str):
@@ -81,8 +81,10 @@ class GroupKernel:
     """
 
     def __init__(self, ops: tuple[str, ...], kind: str, mod, make_func, spec: list, fixed: list,
-                 scalars: tuple = (), roles: Sequence[ArgRole] | None = None):
+                 scalars: tuple = (), roles: Sequence[ArgRole] | None = None, status: np.ndarray | None = None):
         self.ops, self.kind, self.mod = ops, kind, mod
+        #: the host view of the kernel's status flag (kernels with an in-kernel solve), else None
+        self.status = status
         self.arg_roles: tuple[ArgRole, ...] = tuple(roles) if roles is not None else \
             tuple(_SPEC_ROLES[k] for k, _ in spec) + (ArgRole.SCALAR,) * len(scalars)
         self._make_func, self._func = make_func, None
@@ -119,38 +121,48 @@ class GroupKernel:
 
 
 #: role of each row-kernel spec entry kind
-_SPEC_ROLES = {"tensor": ArgRole.TENSOR, "partial": ArgRole.WORKSPACE, "parts": ArgRole.PARTS}
+_SPEC_ROLES = {"tensor": ArgRole.TENSOR, "partial": ArgRole.WORKSPACE, "parts": ArgRole.PARTS,
+               "status": ArgRole.STATUS}
 
 
-def _fixed_tensors(spec: list, parts: np.ndarray, dtype: str) -> list:
-    """The kernel-owned arguments of a row kernel: its part boundaries and partial workspaces."""
+def _fixed_tensors(spec: list, parts: np.ndarray, dtype: str) -> tuple[list, np.ndarray | None]:
+    """The kernel-owned arguments of a row kernel (its part boundaries, partial workspaces and status
+    flag) and the host view of the flag (shared memory), or None."""
     import tvm
 
-    fixed = []
+    from tvm_ext.zero_copy import empty_aligned
+
+    fixed, status = [], None
     for kind, what in spec:
         if kind == "parts":
             fixed.append(tvm.runtime.tensor(parts))
         elif kind == "partial":
             fixed.append(tvm.runtime.tensor(np.zeros((parts.size,) + tuple(what), dtype)))
-    return fixed
+        elif kind == "status":
+            status = empty_aligned((1,), "int32")
+            status[0] = 0
+            fixed.append(tvm.runtime.from_dlpack(status))
+    return fixed, status
 
 
 def _row_kernel(step: tuple, forms: dict, storage: dict, stored: set, dag: EinsumDAG, n_rows: int,
-                dtype: str, lanes: int, target) -> GroupKernel:
+                dtype: str, lanes: int, target, solves: Sequence = ()) -> GroupKernel:
     from schedules.sparse.executors.partition import uniform_parts
     from schedules.sparse.executors.spec import ExecParams
     from tvm_ext.kernel_cache import get_or_build
     from tvm_ext.target import num_threads
 
     fl = [forms[o] for o in step]
-    src, spec = row_group_source(fl, storage, stored, dag, dtype, lanes)
+    src, spec = row_group_source(fl, storage, stored, dag, dtype, lanes, solves)
 
     def make():
         return parse_prim_func(src)
 
     mod = get_or_build(("fusion.rows", src), make, target)
     parts = uniform_parts(n_rows, ExecParams(parallel=True).n_parts(num_threads()))
-    return GroupKernel(step, "rows", mod, make, spec, _fixed_tensors(spec, parts, dtype))
+    fixed, status = _fixed_tensors(spec, parts, dtype)
+    return GroupKernel(tuple(h.name for h in solves) + tuple(step), "rows", mod, make, spec, fixed,
+                       status=status)
 
 
 #: formats whose executor arrays end with the row-part boundaries when parallel
@@ -250,6 +262,48 @@ def build_step_kernels(plan: FusionPlan | GraphAnalysis, steps: Sequence[tuple[s
             kernels.append(_row_kernel(step, forms, storage, stored_tensors(dag, step), dag, n_rows, dtype,
                                        lanes, target))
     return storage, kernels
+
+
+def build_inline_solve_kernels(plan: FusionPlan | GraphAnalysis, steps: Sequence[tuple[str, ...]], *,
+                               dtype: str = "float64", target: Any = None) -> dict[int, GroupKernel]:
+    """Row kernels that compute the host steps just before them in a prologue, by step index.
+
+    A dense row step ``i`` preceded by host steps (``Λ = Δ⁻¹Γ``) whose results
+    it reads gets a variant whose serial prologue solves them
+    (:mod:`schedules.fusion.inline_solve`) before its row loop; its ``ops``
+    start with those host ops, and its ``status`` flag (host view) is 1
+    when a pivot failed and the loop was skipped.  The storage is
+    :func:`build_step_kernels`' for the same steps.
+
+    >>> from schedules.fusion.builders import block_cg_dag
+    >>> from schedules.fusion.groups import plan_fusion
+    >>> from schedules.fusion.steps import iteration_ops, schedule_steps
+    >>> plan = plan_fusion(block_cg_dag(2, 64, 2, 300, setup=False))
+    >>> build_inline_solve_kernels(plan, schedule_steps(plan, iteration_ops(plan.dag, 1), True))
+    {2: GroupKernel(Lambda1+X1+R1+Gamma1, rows), 4: GroupKernel(Phi1+P1, rows)}
+    """
+    from tvm_ext.target import resolve_target
+
+    target = resolve_target(target)
+    dag = plan.dag
+    forms = {o: row_form(dag, dag.op(o), streamed_rank(plan, o)) for s in steps for o in s}
+    storage = assign_storage(dag, steps, forms)
+    lanes = native_lanes(dtype, target)
+    n_rows = _check_rows(plan, steps, forms)
+    out: dict[int, GroupKernel] = {}
+    for i, step in enumerate(steps):
+        if {forms[o].kind for o in step} & {"host", "spmm"}:
+            continue
+        reads = {t for o in step for t in forms[o].inputs} | {forms[o].addend for o in step}
+        solves, j = [], i - 1
+        while j >= 0 and all(forms[o].kind == "host" for o in steps[j]):
+            solves[:0] = [forms[o] for o in steps[j]]
+            j -= 1
+        solves = [h for h in solves if h.name in reads]
+        if solves:
+            out[i] = _row_kernel(step, forms, storage, stored_tensors(dag, step), dag, n_rows, dtype, lanes,
+                                 target, solves)
+    return out
 
 
 def _check_rows(plan, steps, forms: dict) -> int:
