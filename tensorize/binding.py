@@ -134,7 +134,8 @@ def mapping_layout(mapping: Any) -> dict[str, Layout]:
     Needle dim ``d`` of needle buffer ``nb`` is kernel dim ``dim_map[nb][d]`` of
     ``buffer_map[nb]``; the kernel coefficient of instruction axis ``x`` there is
     ``dim_strides[nb][d]`` times the needle's.  Dims no instruction axis indexes are left
-    out, and so are temporaries and constants (no kernel buffer plays them).
+    out, and so are temporaries and constants (no kernel buffer plays them), and kernel buffers
+    two needle buffers read differently (the block's own reading then decides).
 
     >>> from tvm import te
     >>> from tensorize.search import find_mappings
@@ -149,20 +150,25 @@ def mapping_layout(mapping: Any) -> dict[str, Layout]:
 
     needle = mapping.instruction.needle
     out: dict[str, Layout] = {}
+    seen: set[tuple[str, str]] = set()
+    differ: set[str] = set()
     for k, h in enumerate(mapping.statement_map):
         for na in needle.statements[k].accesses:
             if not isinstance(na, Access) or na.buffer not in mapping.dim_map:
                 continue
             hb = mapping.buffer_map.get(na.buffer)
-            if hb is None or hb in out or mapping.program.buffer(hb).role == "temp":
+            if hb is None or (na.buffer, hb) in seen or mapping.program.buffer(hb).role == "temp":
                 continue
+            seen.add((na.buffer, hb))
             lay: Layout = {}
             for d, (e, s) in enumerate(zip(mapping.dim_map[na.buffer], mapping.dim_strides[na.buffer])):
                 terms = tuple((x, s * na.rows[d].coeff(x)) for x in needle.axis_names if na.rows[d].coeff(x))
                 if terms:
                     lay[e] = terms
-            out[hb] = dict(sorted(lay.items()))
-    return out
+            lay = dict(sorted(lay.items()))
+            if out.setdefault(hb, lay) != lay:
+                differ.add(hb)
+    return {b: lay for b, lay in out.items() if b not in differ}
 
 
 # ---------------------------------------------------------------------------

@@ -373,6 +373,22 @@ def test_a_mapping_layout_the_block_disagrees_with_raises_schedule_error():
     assert derive_spec(sch, blk, replace(unstrided, layouts={})).inputs[0].terms == ((("i", 2),), (("k", 1),))
 
 
+def test_a_buffer_two_needle_operands_read_differently_keeps_the_blocks_verdict():
+    from tvm import te
+
+    from tensorize.search import find_mappings
+
+    A = te.placeholder((16, 16), name="A")
+    k = te.reduce_axis((0, 16), name="k")
+    C = te.compute((16, 16), lambda i, j: te.sum(A[i, k] * A[j, k], axis=k), name="C")
+    m = find_mappings(C, "x86", instructions=["matmul_16x16x16"])[0]
+    b = as_binding(m)
+    assert m.buffer_map["A"] == m.buffer_map["B"] == "A" and set(b.layouts) == {"C"}
+    sch = s_tir.Schedule(te.create_prim_func([A, C]))
+    with pytest.raises(MappingError, match="buffer A is read at two different places"):
+        derive_spec(sch, sch.get_sblock("C"), b)
+
+
 @pytest.mark.parametrize("drop", ["i", "j", "k"])
 def test_a_spec_restricted_to_fewer_axes_is_the_spec_derived_for_them(drop):
     from tensorize.intrin_spec import last_nonunit, region_buffer
