@@ -39,7 +39,7 @@ from typing import Any, Callable
 from tvm_ext.errors import ScheduleError
 
 from .binding import AxisBinding, block_iters, mapped_iters
-from .intrin_spec import IntrinSpec, OperandSpec, derive_spec, region_buffer
+from .intrin_spec import IntrinSpec, OperandSpec, derive_spec, region_buffer  # noqa: F401 - derive_spec: module example
 from .tensor_intrin import Implementation
 
 __all__ = ["schedule_refusals", "fuse_epilogue", "schedule_elementwise", "schedule_loops", "pad_to_tiles",
