@@ -11,13 +11,18 @@ cores, :func:`schedules.fusion.fusion_choice.cache_bytes`, the size
 4 MB - 1 GB arrays) prints where the machine's bandwidth falls, as a check of
 that label.  For each case every solver
 runs the same ``K`` iterations from ``X0 = 0`` (before any column converges,
-so no restart happens) and the best of ``--repeat`` runs is kept:
+so no restart happens), in ``--repeat`` interleaved rounds (the solvers' order
+reversed every other round, after a warm-up round); times are medians and
+speed-ups the median of the per-round ratios:
 
 * **fused**: the plan's groups as TVM kernels (SpMM+Δ, X/R/Γ, P);
 * **unfused**: one TVM kernel per op (the plain executor, then single ops);
 * **gogeta**: ``fused="auto"``: fused on a DRAM-resident case (the traffic
   model's pick), else whichever of the two ran faster in a few interleaved
   iterations measured when the solver was built (fusion never loses);
+* **fused_host**: fused, with ``Λ`` and ``Φ`` solved on the host between
+  the kernels (``inline_solves=False``) rather than in the prologue of the
+  kernel that applies them: what the in-kernel solves save;
 * **numpy**: the same Alg. 1 with scipy's SpMM and numpy/BLAS;
 * **scipy cg** (N = 1 only): ``scipy.sparse.linalg.cg`` per iteration.
 
@@ -153,6 +158,27 @@ def _host_steps_seconds(N: int) -> float:
     return t.min
 
 
+#: the TVM solvers of a case: BlockCG keyword arguments by row key
+SOLVERS = {"fused": {"fused": True}, "unfused": {"fused": False}, "gogeta": {"fused": "auto"},
+           "fused_host": {"fused": True, "inline_solves": False}}
+
+
+def interleaved(solves: dict, rounds: int) -> dict:
+    """Each solve once per round, the order reversed every other round, after one warm-up round.
+    Returns, per key, the list of results (one per timed round)."""
+    out: dict = {k: [] for k in solves}
+    for r in range(rounds + 1):
+        for k in (list(solves) if r % 2 else list(solves)[::-1]):
+            res = solves[k]()
+            if r:
+                out[k].append(res)
+    return out
+
+
+def _median_ratio(num: list, den: list) -> float:
+    return float(np.median([a.seconds_per_iteration / b.seconds_per_iteration for a, b in zip(num, den)]))
+
+
 def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: int, quick: bool,
          cache_bytes: int) -> None:
     from schedules.fusion.block_cg import BlockCG
@@ -163,21 +189,25 @@ def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: 
     row = {"matrix": name, "rows": A.shape[0], "nnz": A.nnz, "N": N, "iters": iters,
            "working_set_mb": ws / (1 << 20), "ws_over_cache": ws / cache_bytes,
            "resident": "DRAM" if ws > cache_bytes else "cache"}
-    for fused in (True, False, "auto"):
-        solver = BlockCG(A, N, fused=fused)
-        t, res = _per_iteration(lambda: solver.solve(B, rtol=1e-30, maxiter=iters), repeat)
-        key = {True: "fused", False: "unfused", "auto": "gogeta"}[fused]
-        row[f"{key}_ms"] = t * 1e3
-        row[f"{key}_restarts"] = res.restarts
-        if fused == "auto":
-            sel = solver.selection
-            row["gogeta_choice"] = "fused" if solver.fused else "unfused"
-            row["gogeta_rule"] = sel.rule
-            row["choice_speedup"] = sel.speedup
-            row["choice_fused_ms"] = None if sel.fused_seconds is None else sel.fused_seconds * 1e3
-            row["choice_unfused_ms"] = None if sel.unfused_seconds is None else sel.unfused_seconds * 1e3
-        else:
-            row[f"{key}_kernels_ms"] = _kernel_seconds(solver, B) * 1e3
+    solvers = {key: BlockCG(A, N, **kw) for key, kw in SOLVERS.items()}
+    results = interleaved({key: (lambda s=s: s.solve(B, rtol=1e-30, maxiter=iters)) for key, s in solvers.items()},
+                          repeat)
+    for key, runs in results.items():
+        row[f"{key}_ms"] = float(np.median([r.seconds_per_iteration for r in runs])) * 1e3
+        row[f"{key}_restarts"] = sum(r.restarts for r in runs)
+    row["speedup_fused"] = _median_ratio(results["unfused"], results["fused"])
+    row["speedup_gogeta"] = _median_ratio(results["unfused"], results["gogeta"])
+    row["speedup_inline"] = _median_ratio(results["fused_host"], results["fused"])
+    auto = solvers["gogeta"]
+    sel = auto.selection
+    row["gogeta_choice"] = "fused" if auto.fused else "unfused"
+    row["gogeta_rule"] = sel.rule
+    row["choice_speedup"] = sel.speedup
+    row["choice_fused_ms"] = None if sel.fused_seconds is None else sel.fused_seconds * 1e3
+    row["choice_unfused_ms"] = None if sel.unfused_seconds is None else sel.unfused_seconds * 1e3
+    for key in ("fused", "unfused"):
+        row[f"{key}_kernels_ms"] = _kernel_seconds(solvers[key], B) * 1e3
+    del solvers, auto
     row["host_steps_ms"] = _host_steps_seconds(N) * 1e3
     peers = _peers_in_subprocess(name, N, iters, repeat, threads, quick)
     row["numpy_ms"], row["numpy_blas_threads"] = peers["numpy_ms"], peers["numpy_blas_threads"]
@@ -185,8 +215,10 @@ def case(run: BenchRun, name: str, A, N: int, iters: int, repeat: int, threads: 
     row["modelled"] = modelled_traffic(A.shape[0], N, A.nnz)["reduction"]
     run.add(row)
     print(f"  {name} N={N} ({row['resident']}, {row['working_set_mb']:.0f} MB): fused {row['fused_ms']:.3f} ms, "
-          f"unfused {row['unfused_ms']:.3f} ms, gogeta ({row['gogeta_choice']}) {row['gogeta_ms']:.3f} ms, "
-          f"numpy {row['numpy_ms']:.3f} ms per iteration", flush=True)
+          f"unfused {row['unfused_ms']:.3f} ms (x{row['speedup_fused']:.2f}, modelled x{row['modelled']:.2f}), "
+          f"gogeta ({row['gogeta_choice']}, {row['gogeta_rule']}) {row['gogeta_ms']:.3f} ms, "
+          f"fused with host solves {row['fused_host_ms']:.3f} ms, numpy {row['numpy_ms']:.3f} ms per iteration",
+          flush=True)
 
 
 def argparse_suppress():
@@ -206,7 +238,7 @@ def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> lis
 def main(argv: Sequence[str] | None = None) -> None:
     args = bench_args(__doc__.splitlines()[0], argv,
                       n={"type": int, "nargs": "+", "default": None, "help": "N values (default 1 8 16)"},
-                      repeat={"type": int, "default": 3, "help": "solves per solver; best kept"},
+                      repeat={"type": int, "default": 3, "help": "interleaved rounds (one solve of each)"},
                       peer={"nargs": 4, "default": None, "help": argparse_suppress()})
     sizes = QUICK if args.quick else FULL
     if args.peer:
@@ -225,27 +257,29 @@ def main(argv: Sequence[str] | None = None) -> None:
         A = make()
         for N in args.n or sizes["ns"]:
             case(run, name, A, N, sizes["iters"], args.repeat, args.threads, args.quick, limit)
-    print(f"\n## Block CG, milliseconds per iteration ({sizes['iters']} iterations from X0 = 0, best of "
-          f"{args.repeat}); gogeta = fused='auto' (DRAM-resident: fused by the traffic model; cache-resident: "
-          "the faster schedule in a few interleaved iterations measured at build time); kernels = sum of the "
-          "steps' kernel times; host_steps = the two N x N solves; modelled = "
-          "GOGETA SEQ-Flex / GOGETA-map DRAM words per iteration\n")
-    print(run.markdown(["matrix", "N", "resident", "working_set_mb", "ws_over_cache", "fused_ms", "unfused_ms",
-                        "gogeta_ms", "gogeta_choice", "gogeta_rule", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms",
-                        "unfused_kernels_ms", "host_steps_ms", "modelled"],
-                       ratios={"unfused/fused": ("unfused_ms", "fused_ms"),
-                               "unfused/gogeta": ("unfused_ms", "gogeta_ms"),
-                               "kernels unfused/fused": ("unfused_kernels_ms", "fused_kernels_ms"),
+    print(f"\n## Block CG, milliseconds per iteration ({sizes['iters']} iterations from X0 = 0, median of "
+          f"{args.repeat} interleaved rounds); speedup_* = median per-round ratio: fused = unfused/fused, "
+          "gogeta = unfused/auto, inline = fused with host N x N solves / fused with in-kernel solves; "
+          "gogeta = fused='auto' (DRAM-resident: fused by the traffic model; cache-resident: the faster "
+          "schedule in a few interleaved iterations measured at build time); kernels = sum of the steps' kernel "
+          "times; host_steps = the two N x N host solves; modelled = GOGETA SEQ-Flex / GOGETA-map DRAM words "
+          "per iteration\n")
+    print(run.markdown(["matrix", "N", "resident", "ws_over_cache", "fused_ms", "unfused_ms", "speedup_fused",
+                        "modelled", "gogeta_ms", "gogeta_choice", "gogeta_rule", "speedup_gogeta", "fused_host_ms",
+                        "speedup_inline", "numpy_ms", "scipy_cg_ms", "fused_kernels_ms", "unfused_kernels_ms",
+                        "host_steps_ms"],
+                       ratios={"kernels unfused/fused": ("unfused_kernels_ms", "fused_kernels_ms"),
                                "numpy/gogeta": ("numpy_ms", "gogeta_ms"),
                                "scipy cg/gogeta": ("scipy_cg_ms", "gogeta_ms")}))
     for where in ("cache", "DRAM"):
         rows = [r for r in run.rows if r["resident"] == where]
         if rows:
-            fused = geomean(r["unfused_ms"] / r["fused_ms"] for r in rows)
-            print(f"\n{where}-resident ({len(rows)} cases), geomean: fused {fused:.2f}x "
-                  f"and gogeta {geomean(r['unfused_ms'] / r['gogeta_ms'] for r in rows):.2f}x faster than unfused "
-                  f"(worst gogeta {min(r['unfused_ms'] / r['gogeta_ms'] for r in rows):.2f}x); modelled DRAM-traffic "
-                  f"reduction {geomean(r['modelled'] for r in rows):.2f}x")
+            print(f"\n{where}-resident ({len(rows)} cases), geomean: fused "
+                  f"{geomean(r['speedup_fused'] for r in rows):.2f}x "
+                  f"and gogeta {geomean(r['speedup_gogeta'] for r in rows):.2f}x faster than unfused "
+                  f"(worst gogeta {min(r['speedup_gogeta'] for r in rows):.2f}x); modelled DRAM-traffic "
+                  f"reduction {geomean(r['modelled'] for r in rows):.2f}x; in-kernel N x N solves "
+                  f"{geomean(r['speedup_inline'] for r in rows):.2f}x faster than host ones (fused)")
     if any(r["fused_restarts"] or r["unfused_restarts"] for r in run.rows):
         print("\nnote: some timed solves restarted (a column converged within the timed iterations)")
 

@@ -28,3 +28,12 @@ def test_quick_suite_has_a_cache_and_a_dram_resident_matrix():
     assert working_set_bytes(matrices(QUICK)["nasa4704"](), 8) < cache_bytes()
     fem = [int(n[15:-1]) for n in names if n.startswith("fem_elasticity(")]
     assert fem and per_iteration(2 * fem[0] ** 2, 1, 12 * 2 * fem[0] ** 2) > 4 * (32 << 20)
+
+
+def test_interleaved_rounds_drop_the_warm_up_and_alternate_the_order():
+    from bench.block_cg import interleaved
+
+    calls = []
+    out = interleaved({"a": lambda: calls.append("a") or len(calls), "b": lambda: calls.append("b") or len(calls)}, 3)
+    assert calls == ["b", "a", "a", "b", "b", "a", "a", "b"]
+    assert out == {"a": [3, 6, 7], "b": [4, 5, 8]}
