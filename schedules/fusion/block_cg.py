@@ -7,7 +7,9 @@ One iteration is Alg. 1's chain of einsums, run as the steps of
 * ``fused=True``: the plan's groups, ``{S = A·P, Δ = PᵀS}`` (the CSR/BCSR
   SpMM executor with Δ fused into its row tiles), ``{Λ = Δ⁻¹Γ}`` (host),
   ``{X += PΛ, R -= SΛ, Γ = RᵀR}`` (one row pass), ``{Φ = Γ_prev⁻¹Γ}``
-  (host), ``{P = R + PΦ}``;
+  (host), ``{P = R + PΦ}``; the host steps run in the prologue of the
+  kernel after them (``inline_solves``, below), so an iteration is three
+  kernels with no host step between them;
 * ``fused=False``: one kernel per op (the plain executor, then single-op
   row kernels): the SEQ baseline GOGETA compares against;
 * ``fused="auto"`` (the default): the rule of
@@ -20,7 +22,11 @@ One iteration is Alg. 1's chain of einsums, run as the steps of
 
 Set-up (``R = B - A·X0``, ``Γ = RᵀR``, ``P = R``) runs the same generators
 on the set-up ops of ``block_cg_dag(1, ..., setup=True)``.  The ``N x N``
-inverses are host steps (numpy, ``N <= 64`` in practice).
+inverses (``N <= 64`` in practice) are solved by a Cholesky in the serial
+prologue of the row kernel that applies them
+(:mod:`schedules.fusion.inline_solve`); when a pivot fails (dependent
+columns, an indefinite ``A``) that kernel skips its loop and the iteration
+falls back to the host's eigen-solve, which deflates or reports.
 
 Columns are scaled to unit ``||b_j||``; breakdowns (linearly dependent
 columns of ``P``, a stalled block, an indefinite or singular ``A``) are

@@ -17,7 +17,9 @@ ranks:
   computes its row in registers, stores it if a later step reads it, and
   reductions over the streamed rank (``Γ``) add into per-part partials that
   are summed after the parallel loop;
-* small inverse ops (``Λ = Δ⁻¹Γ``) are host steps (``N x N``), run by the caller.
+* small inverse ops (``Λ = Δ⁻¹Γ``) are host steps (``N x N``), run by the
+  caller, or (:func:`build_inline_solve_kernels`) solved in the serial
+  prologue of the row kernel that applies them.
 
 Group membership comes from :func:`~schedules.fusion.steps.schedule_steps`:
 the plan's fusion groups (``fused=True``) or one op per step (``fused=False``,
