@@ -172,6 +172,18 @@ def column_block(columns: int, rows: int, lanes: int, registers: int, threads: i
     return best
 
 
+def _pack_weight(sch, block, shape: GemvShape, jb: int, pack: str) -> None:
+    """``W`` as ``[N / jb, K, jb]``: copied there (``pack="copy"``) or taken so (``"param"``)."""
+    w_index = [i for i, r in enumerate(sch.get(block).reads)
+               if (getattr(r, "buffer", None) or r.source).name == shape.weight][0]
+    if pack != "param":
+        sch.cache_read(block, w_index, "global")  # <weight>_global: moved to compile time
+    if shape.transposed:
+        sch.transform_layout(block, ("read", w_index), lambda c, r: (c // jb, r, c % jb))
+    else:
+        sch.transform_layout(block, ("read", w_index), lambda r, c: (c // jb, r, c % jb))
+
+
 def gemv_schedule(func, lanes: int, registers: int = 16, threads: int = 2, unroll: int = 4, pack: str = "copy"):
     """A ``tvm.s_tir.Schedule`` of ``func`` with the GEMV schedule, or None when ``func`` is not a small-M
     matmul (plus element-wise epilogue) this schedule handles.
@@ -228,14 +240,7 @@ def gemv_schedule(func, lanes: int, registers: int = 16, threads: int = 2, unrol
         acc = sch.cache_write(block, 0, "local")  # the partial sums, in registers once unrolled
         sch.reverse_compute_at(acc, at)
         if shape.transposed or pack != "none":
-            w_index = [i for i, r in enumerate(sch.get(block).reads)
-                       if (getattr(r, "buffer", None) or r.source).name == shape.weight][0]
-            if pack != "param":
-                sch.cache_read(block, w_index, "global")  # <weight>_global: moved to compile time
-            if shape.transposed:
-                sch.transform_layout(block, ("read", w_index), lambda c, r: (c // jb, r, c % jb))
-            else:
-                sch.transform_layout(block, ("read", w_index), lambda r, c: (c // jb, r, c % jb))
+            _pack_weight(sch, block, shape, jb, pack)
         if tail:  # the epilogue reads the partial sums straight from the accumulator
             sch.compute_inline(acc)
             sch.reverse_compute_at(sch.get_sblock(sch.get(tail[-1]).name_hint), at)
