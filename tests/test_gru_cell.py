@@ -34,7 +34,7 @@ def _ort(module, x: np.ndarray) -> np.ndarray:
     return sess.run(None, {"x": x})[0]
 
 
-@pytest.mark.parametrize("steps,batch,hidden", [(5, 1, 32), (4, 2, 48), (3, 1, 16)])
+@pytest.mark.parametrize("steps,batch,hidden", [(5, 1, 32), (4, 2, 48), (3, 1, 16), (3, 1, 96)])
 def test_the_steps_after_the_first_are_one_layer_kernel_and_equal_ort(steps, batch, hidden):
     from tvm import relax
 
@@ -157,3 +157,9 @@ def test_hidden_block_and_tasks_leave_a_parallel_loop():
     assert [hidden_block(h) for h in (512, 48, 16, 6, 2)] == [32, 16, 8, 2, 1]
     assert all(h // hidden_block(h) >= 2 for h in range(2, 200))
     assert all(layer_tasks(e, t) >= 2 and e % layer_tasks(e, t) == 0 for e in range(2, 40) for t in (1, 2, 3, 16))
+
+
+def test_small_layers_run_on_the_calling_thread_and_large_ones_in_one_launch():
+    small, large = gru_layer_primfunc(1, 32, 4, 3).script(), gru_layer_primfunc(1, 512, 4, 3).script()
+    assert "pragma_parallel_launch_point" not in small and "T.parallel" not in small
+    assert "pragma_parallel_launch_point" in large and "pragma_parallel_barrier_when_finish" in large

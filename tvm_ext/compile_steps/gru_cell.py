@@ -93,7 +93,8 @@ def gru_layer_primfunc(batch: int, hidden: int, steps: int, cells: int, dtype: s
 
     ``w`` is ``Wₕᵀ`` (gates r, z, n) packed by :func:`pack_weight`, ``bias`` is ``bₕ``, ``gi``
     holds the input projections (``bᵢ`` included) of all ``steps``; ``t0`` (given at the call)
-    is the step of the first cell.  One parallel launch; a barrier after each step.
+    is the step of the first cell.  One parallel launch; a barrier after each step.  A layer
+    whose step has fewer than ``PARALLEL_MIN_WORK`` multiply-adds runs on the calling thread.
 
     ``tasks`` (default: the target's threads, :func:`layer_tasks`): each task owns a contiguous
     run of hidden-unit blocks and walks it forward on even steps and backward on odd ones, so a
@@ -110,8 +111,15 @@ def gru_layer_primfunc(batch: int, hidden: int, steps: int, cells: int, dtype: s
         from tvm_ext.target import hardware_facts
 
         tasks = hardware_facts().cores
-    P = layer_tasks(E, int(tasks))
+    from tvm_ext.compile_steps.llvm_schedule import PARALLEL_MIN_WORK
+
+    parallel = B * G * H >= PARALLEL_MIN_WORK  # a step's GEMV worth a thread's wake-up and a barrier
+    P = layer_tasks(E, int(tasks)) if parallel else 1
     Q = E // P  # blocks per task
+    tasks_loop = T.parallel if parallel else T.serial
+    # one launch with a barrier per step, or (too little work per step) plain loops on the calling thread
+    launch = "pragma_parallel_launch_point" if parallel else "tvm_ext.one_task"
+    barrier = "pragma_parallel_barrier_when_finish" if parallel else "tvm_ext.one_task"
     KU = next(u for u in (4, 2, 1) if H % u == 0)  # rows of W per unrolled step of the k loop
 
     @T.prim_func(private=True, s_tir=True)
@@ -119,10 +127,10 @@ def gru_layer_primfunc(batch: int, hidden: int, steps: int, cells: int, dtype: s
                   w: T.Buffer((E, H, 3, JB), dtype), bias: T.Buffer((G,), dtype), t0: T.int64,
                   out: T.Buffer((N + 1, B, H), dtype)):
         T.func_attr({"tirx.noalias": True})
-        with T.attr(0, "pragma_parallel_launch_point", 1):  # one launch: every task runs every step
+        with T.attr(0, launch, 1):  # one launch: every task runs every step
             for s in range(N + 1):
-                with T.attr(0, "pragma_parallel_barrier_when_finish", 1):  # step s is written before s + 1 reads it
-                    for p in T.parallel(P):  # the same blocks of hidden units per task at every step
+                with T.attr(0, barrier, 1):  # step s is written before s + 1 reads it
+                    for p in tasks_loop(P):  # the same blocks of hidden units per task at every step
                         for q in range(Q):
                             for b in range(B):
                                 with T.sblock("cell"):  # opaque: one block of hidden units of one batch row
