@@ -76,8 +76,7 @@ def _hand_executor(fmt, n: int, kind: str):
 
     from schedules.sparse.executors import Executor, build_executor
 
-    name = TEMPLATES.get(fmt.name) if not (fmt.name == "ell" and fmt.layout == "col") else \
-        TEMPLATES.get("ell_col")
+    name = TEMPLATES.get(fmt.name)
     if name is None:
         return build_executor(fmt, n_cols=n, kind=kind)
     kernels = getattr(importlib.import_module(name[0]), name[1])()

@@ -272,6 +272,7 @@ def test_sell_recipe_stores_what_to_sell_stores():
 def test_hyb_recipe_splits_like_to_hyb():
     from schedules.sparse.inspectors import to_hyb
     from schedules.sparse.recipes.library import hyb_recipe
+    from schedules.sparse.recipes.nest import BufferRole, Role
 
     A = _matrix(40, 40, 0.1, 5)
     A = sp.csr_array(A + sp.csr_array(np.triu(np.ones((40, 40), np.float32))[:3].tolist() + [[0] * 40] * 37))
@@ -280,6 +281,12 @@ def test_hyb_recipe_splits_like_to_hyb():
         ell, coo = fmt.values
         np.testing.assert_array_equal(ell, hand.ell.data)          # column-major (W, M), same slots
         assert coo.size == hand.coo.data.size > 0
+        assert fmt.roles["coo_a_data"] == BufferRole(Role.COPY, "data", part=1)
+    row = hyb_recipe(2, layout="row")
+    exe = build_recipe_executor(row, A, 9)
+    B = np.random.default_rng(1).random((40, 9)).astype(A.dtype)
+    np.testing.assert_allclose(exe(B), A @ B, rtol=1e-4, atol=1e-4)
+    assert row.inspect(A).values[0].shape == (40, 2)              # row-major ELL part
 
 
 def test_column_major_ell_has_rows_innermost():
@@ -301,13 +308,15 @@ def test_library_executor_is_generated_and_matches_the_template_oracle(fmt_name)
     from schedules.sparse.executors import Executor, build_executor
 
     A = sp.csr_array(sp.diags([1.0, -2.0, 3.0], [-2, 0, 5], shape=(41, 37), dtype=np.float32))
-    fmt = {"dia": lambda: I.to_dia(A)}[fmt_name]()
+    A = sp.csr_array(A + sp.csr_array((np.ones(9, np.float32), ([3] * 9, range(0, 36, 4))), shape=A.shape))  # a long row
+    fmt = {"dia": lambda: I.to_dia(A, max_fill=1e9)}[fmt_name]()
     oracle = {"dia": ("tests.sparse_oracles.dia_template", "TemplateDIAKernels")}[fmt_name]
+    first = {"dia": "explicit_d"}[fmt_name]
     rng = np.random.default_rng(0)
     for kind, n in (("spmv", 1), ("spmm", 19)):
         B = rng.random((37, n) if kind == "spmm" else 37).astype(np.float32)
         exe = build_executor(fmt, n, kind=kind)
-        assert exe.prim_func.params[0].name == "explicit_d"      # the recipe's nest, by role
+        assert exe.prim_func.params[0].name == first      # the recipe's nest, bound by role
         tmpl = getattr(importlib.import_module(oracle[0]), oracle[1])()
         p = tmpl.resolve(fmt, tmpl.params_cls(), "float32", kind, n, None)
         ref = Executor(fmt, tmpl, p, kind, False, None)(B)

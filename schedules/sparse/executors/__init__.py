@@ -5,7 +5,10 @@ for the format's representation and returns an :class:`Executor`
 (``exe(B) -> A @ B``, ``exe(B, C, alpha=, beta=)``, ``exe.prim_func``,
 ``exe.time(B)``).  Each format module also exposes its PrimFunc generators
 (``csr_spmm_primfunc(params, dtype)``...) and its params dataclass, the knobs
-the autotuner varies.
+the autotuner varies.  The DIA executor is generated from its recipe
+(``schedules.sparse.recipes``, bound to the container by
+:class:`~schedules.sparse.recipes.container.ContainerKernels`); the others are
+TVMScript templates.
 
 >>> sorted(registered_formats())
 ['bcsr', 'coo', 'csb', 'csr', 'dia', 'ell', 'hyb', 'sell']

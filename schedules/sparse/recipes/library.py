@@ -12,6 +12,7 @@ from schedules.sparse.recipes.schedule import Reorder, RowTile, Scatter
 from schedules.sparse.recipes.split import SplitRecipe
 from schedules.sparse.recipes.steps import (Compact, CompactAndPad, Known, MakeDense, Normalize, Permute,
                                             Shift, Skew, SortRows, SplitAt, Tile)
+from tvm_ext.errors import ScheduleError
 
 __all__ = ["csr_recipe", "coo_recipe", "ell_recipe", "ell_col_recipe", "dia_recipe", "csb_recipe",
            "bcsr_recipe", "sdia_recipe", "sell_recipe", "hyb_recipe", "RECIPES"]
@@ -68,16 +69,25 @@ def _hyb_width(csr) -> int:
     return int(choose_hyb_width(csr))
 
 
-def hyb_recipe(width: int | None = None) -> SplitRecipe:
+def hyb_recipe(width: int | None = None, layout: str = "col") -> SplitRecipe:
     """HYB (Bell & Garland; §9.6's split ``j < W``): each row's first ``W`` entries as
     column-major ELL (:func:`ell_col_recipe`'s steps), the rest as row-sorted COO; ``width=None`` picks ``W`` by the storage model of
     ``inspectors.choose_hyb_width``."""
+    if layout not in ("row", "col"):
+        raise ScheduleError(f"hyb_recipe: layout must be 'row' or 'col', got {layout!r}")
     w = _hyb_width if width is None else _FixedWidth(int(width))
-    ell = Recipe("hyb_ell", (Normalize("j"), Known("j", "W", w), Permute(("j", "i")),
-                             CompactAndPad(("j",), identity={"data": 0, "col": 0}, arrays=("data", "col"),
-                                           keep_empty=True)), (Reorder(("i", "j")), RowTile()))
+    pad = {"data": 0, "col": 0}
+    if layout == "col":
+        ell = Recipe("hyb_ell", (Normalize("j"), Known("j", "W", w), Permute(("j", "i")),
+                                 CompactAndPad(("j",), identity=pad, arrays=("data", "col"), keep_empty=True)),
+                     (Reorder(("i", "j")), RowTile()))
+    else:
+        ell = Recipe("hyb_ell_row", (Normalize("j"), Known("j", "W", w),
+                                     CompactAndPad(("i",), identity=pad, arrays=("data", "col"), keep_empty=True)),
+                     (RowTile(),))
     coo = Recipe("hyb_coo", (MakeDense(), Compact(("i", "k"))), (Scatter(),))
-    return SplitRecipe("hyb" if width is None else f"hyb{width}", SplitAt("j", "W", w), (ell, coo))
+    name = ("hyb" if width is None else f"hyb{width}") + ("" if layout == "col" else "_row")
+    return SplitRecipe(name, SplitAt("j", "W", w), (ell, coo))
 
 
 class _FixedWidth:

@@ -70,11 +70,13 @@ class BufferRole:
     """The role of one format array: ``Role`` plus what it is of (see :class:`Role`).
 
     >>> BufferRole(Role.EXPLICIT, "k")
-    BufferRole(role=<Role.EXPLICIT: 'explicit'>, of='k')
+    BufferRole(role=<Role.EXPLICIT: 'explicit'>, of='k', part=0)
     """
 
     role: Role
     of: str = ""
+    #: which part of a split format (HYB: 0 the ELL part, 1 the COO part)
+    part: int = 0
 
 
 @dataclass(frozen=True)
@@ -103,9 +105,8 @@ class SparseNest:
 
     def buffer_of(self, role: Role, of: str = ""):
         """The format buffer with role ``role`` (of ``of``), or None."""
-        want = BufferRole(role, of)
         for name, r in self.roles.items():
-            if r == want:
+            if r.role is role and r.of == of:
                 return self.buffers[name]
         return None
 

@@ -63,8 +63,7 @@ class GeneratedFormat:
 
     def arrays_with(self, role: Role, of: str = "") -> list[np.ndarray]:
         """The arrays holding ``role`` (of ``of``), in parameter order (one per part of a split)."""
-        want = BufferRole(role, of)
-        return [self.arrays[n] for n, r in self.roles.items() if r == want]
+        return [self.arrays[n] for n, r in self.roles.items() if r.role is role and r.of == of]
 
     @property
     def values(self) -> list[np.ndarray]:

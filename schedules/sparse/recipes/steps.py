@@ -509,7 +509,7 @@ class CompactAndPad(Step):
 
 
 def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict, roles: dict,
-                     prefix: str = ""):
+                     prefix: str = "", part: int = 0):
     """The loops replacing ``outer + comp``, the leading ``A_prime`` indices and extents, and
     the map from each compacted loop variable to its ``explicit_<level>[p]`` read (adds the
     ``offset``/``explicit_*`` buffers with their roles and the ``NC`` size; ``prefix`` starts
@@ -530,14 +530,14 @@ def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict, 
             shape = ext if shape is None else shape * ext
         offset = format_buffer(prefix + "offset", (_simplify(shape + 1),), "int32")
         buffers[offset.name] = offset
-        roles[offset.name] = BufferRole(Role.OFFSET)
+        roles[offset.name] = BufferRole(Role.OFFSET, "", part)
         new_levels.append(Level(p, _simplify(offset[lin]), _simplify(offset[lin + 1])))
     else:
         new_levels.append(Level(p, _simplify(p * 0), nc))
     for lv in comp:
         ex = format_buffer(f"{prefix}explicit_{lv.name}", (nc,), "int32")
         buffers[ex.name] = ex
-        roles[ex.name] = BufferRole(Role.EXPLICIT, lv.name)
+        roles[ex.name] = BufferRole(Role.EXPLICIT, lv.name, part)
         vmap[lv.var] = ex[p]
     return new_levels, [p], [nc], vmap
 
@@ -582,8 +582,9 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     buffers: dict = dict(kept)
     roles: dict = {n: nest.roles[n] for n in kept}
     prefix = str(nest.meta.get("part_prefix", ""))
+    part = int(nest.meta.get("part", 0))
     new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers, roles,
-                                                          prefix)
+                                                          prefix, part)
     new_levels += inner
     inner_idx = [lv.var - lv.lo for lv in inner]
     inner_shape = [_simplify(lv.hi - lv.lo) for lv in inner]
@@ -602,7 +603,7 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
         buf_dtype = dtype if a == "data" else "int32"
         buf = format_buffer(f"{prefix}a_{a}", tuple(lead_shape + inner_shape), buf_dtype)
         buffers[buf.name] = buf
-        roles[buf.name] = BufferRole(Role.COPY, a)
+        roles[buf.name] = BufferRole(Role.COPY, a, part)
         new[_ARRAY_OF[a]] = buf[tuple(_simplify(x) for x in lead + inner_idx)]
     for what in ("row", "col", "value"):
         bad = _reads_source(new[what], sources) or [v.name for v in free_vars(new[what]) if v in drop]
@@ -661,7 +662,7 @@ class SplitAt:
         new = Level(lv.var, lv.lo, _simplify(tirx.Min(lv.hi, cut))) if part == 0 else Level(lv.var, cut, lv.hi)
         at = nest.index(self.level, note)
         levels = nest.levels[:at] + (new,) + nest.levels[at + 1:]
-        meta = dict(nest.meta, part_prefix=self.prefixes[part],
+        meta = dict(nest.meta, part_prefix=self.prefixes[part], part=part,
                     size_values=dict(nest.meta.get("size_values", {}), **{self.size: self.value}))
         return nest.replace(note, levels=levels, sizes=dict(nest.sizes, **{self.size: w}), meta=meta)
 

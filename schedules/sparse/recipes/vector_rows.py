@@ -20,11 +20,17 @@ __all__ = ["vector_rows_fit", "vector_rows_primfunc", "vector_rows_part", "emit_
 
 
 def vector_rows_fit(nest: SparseNest) -> bool:
-    """SpMV rows can share one vector when no inner loop's range depends on the row and each
-    guard on the row is affine in it (it then holds on a whole tile when it holds at both ends)."""
+    """SpMV rows can share one vector when the values are row-inner (``a_data[.., i]``: one
+    contiguous vector), no inner loop's range depends on the row and each guard on the row is
+    affine in it (it then holds on a whole tile when it holds at both ends)."""
     if nest.kind != "spmv" or not is_row_tile(nest) or row_position(nest)[1] is not None:
         return False
     row = nest.levels[0].var
+    from tvm.ir.expr import TensorLoad
+
+    if isinstance(nest.value, TensorLoad) and nest.value.indices and \
+            not nest.value.indices[-1].same_as(row):
+        return False          # values not row-inner (row-major ELL): a vector of rows would gather
     for lv in nest.levels[1:]:
         if lv.existential or any(v.same_as(row) for v in free_vars(lv.lo) + free_vars(lv.hi)):
             return False
