@@ -469,7 +469,8 @@ def test_dynamic_schedule_claims_parts_and_matches_the_fixed_shares(name, kind):
     P = CSRParams if name == "csr" else BCSRParams
     n = 8 if kind == "spmm" else 1
     B = dense(280, n, "float32") if n > 1 else dense(280, 1, "float32")[:, 0]
-    exes = {d: build_executor(fmt, n_cols=n, kind=kind, params=P(parallel=True, dynamic=d)) for d in (True, False)}
+    exes = {d: build_executor(fmt, n_cols=n, kind=kind, params=P(parallel=True, dynamic=d, parts_per_thread=16))
+            for d in (True, False)}
     for dyn, exe in exes.items():
         assert exe.params.dynamic is dyn
         assert ("tvmext_atomic_add" in exe.prim_func.script()) is dyn

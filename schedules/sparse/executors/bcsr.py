@@ -47,8 +47,7 @@ class BCSRParams(ExecParams):
     ``R * unroll`` accumulators fit in the vector registers.  ``dynamic``: as
     :class:`~schedules.sparse.executors.csr.CSRParams`."""
 
-    parts_per_thread: int = 16
-    dynamic: bool | None = None
+    dynamic: bool | None = False
 
 
 def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spmm",

@@ -168,27 +168,40 @@ def parallel_items(code: Code, var: str, extent: str, parallel: bool,
     ``prologue(code)`` / ``epilogue(code)`` are emitted in each part before /
     after its items (parallel only).
 
-    ``dynamic``: the threads claim parts in turn from a shared counter
-    (``tvmext_atomic_add`` of ``csrc/tvmext_p2p.c``, which must be loaded;
-    OpenMP's dynamic schedule) instead of each running a fixed share, so a
-    thread the OS holds back leaves its parts to the others.  Each of the
-    ``count - 1`` parallel iterations claims parts until none is left (the
-    first one per thread drains the counter, the rest find it drained).  No
-    prologue or epilogue: a part has no fixed thread.
+    ``dynamic``: the threads claim parts at run time (``tvmext_atomic_add`` of
+    ``csrc/tvmext_p2p.c``, which must be loaded; OpenMP's dynamic schedule)
+    instead of each running a fixed share, so a thread the OS holds back
+    leaves its parts to the others.  The iterations of the first half of the
+    parallel loop claim parts from the front, the others from the back (a
+    shared count of claimed parts keeps the two ends from crossing): with two
+    threads each sweeps contiguous rows, as in the fixed shares, and keeps the
+    band of ``B`` its neighbouring parts reuse in its cache.  Each iteration
+    claims until none is left (the first per thread drains its end, the rest
+    find nothing).  No prologue or epilogue: a part has no fixed thread.
     """
     if parallel and dynamic:
         if prologue is not None or epilogue is not None:
             raise ConfigError("parallel_items: a dynamic schedule has no per-part prologue or epilogue")
-        claim = f'T.call_extern("int32", "tvmext_atomic_add", T.address_of(part_next[0]), 0, 1)'
-        code('part_next = T.alloc_buffer((1,), "int32")')
+
+        def claim() -> None:  # part_claim[t]: the next part from this iteration's end, or -1
+            add = 'T.call_extern("int32", "tvmext_atomic_add", T.address_of(part_next[0]), {}, 1)'
+            code("part_claim[t] = -1")
+            with code.block(f"if {add.format(0)} < {count} - 1:"):
+                with code.block(f"if t * 2 < {count} - 1:"):
+                    code(f"part_claim[t] = {add.format(1)}")
+                with code.block("else:"):
+                    code(f"part_claim[t] = {count} - 2 - {add.format(2)}")
+
+        code('part_next = T.alloc_buffer((3,), "int32")')
         code(f'part_claim = T.alloc_buffer(({count},), "int32")')
-        code("part_next[0] = 0")
+        with code.block("for c in range(3):"):
+            code("part_next[c] = 0")
         with code.block(f"for t in T.parallel({count} - 1):"):
-            code(f"part_claim[t] = {claim}")
-            with code.block(f"while part_claim[t] < {count} - 1:"):
+            claim()
+            with code.block("while part_claim[t] >= 0:"):
                 with code.block(f"for {var} in range({part}[part_claim[t]], {part}[part_claim[t] + 1]):"):
                     yield
-                code(f"part_claim[t] = {claim}")
+                claim()
     elif parallel:
         with code.block(f"for t in T.parallel({count} - 1):"):
             if prologue is not None:
@@ -223,8 +236,9 @@ def dynamic_parts(params, threads: int, work: int) -> int:
 
 def resolve_dynamic(params):
     """``params`` with ``dynamic`` decided: a parallel kernel claims its parts at run time
-    when ``dynamic`` is not False and the atomics helper (``csrc/tvmext_p2p.c``) loads (no C
-    compiler: the fixed shares); it is loaded here, before any such kernel is built or loaded."""
+    when ``dynamic`` is True, or None and the atomics helper (``csrc/tvmext_p2p.c``) loads (no
+    C compiler: the fixed shares); it is loaded here, before any such kernel is built or
+    loaded."""
     import dataclasses
 
     want = params.parallel and params.dynamic is not False

@@ -36,12 +36,14 @@ class CSRParams(ExecParams):
     """CSR knobs (see :class:`ExecParams`): lanes over N, vectors per row tile,
     parallel grain.  For SpMV ``unroll`` is the number of interleaved partial
     sums over a row's non-zeros (default :data:`SPMV_PARTIAL_SUMS`).
-    ``dynamic``: the threads claim the parts at run time
-    (:func:`~schedules.sparse.executors.codegen.parallel_items`); ``None`` does
-    so for parallel kernels when the atomics helper builds."""
+    ``dynamic=True`` (or ``None``: when the atomics helper builds): the threads
+    of a parallel kernel claim the parts at run time
+    (:func:`~schedules.sparse.executors.codegen.parallel_items`; give it more
+    ``parts_per_thread``, e.g. 16).  Off by default: on a busy 2-core machine
+    it cut the median time 1.3-1.9x in one set of runs and was even or 5-10%
+    slower in another, so the fixed shares stay the default."""
 
-    parts_per_thread: int = 16
-    dynamic: bool | None = None
+    dynamic: bool | None = False
 
 
 def _dynamic(params: ExecParams, consumer: RowConsumer | None) -> bool:
