@@ -459,6 +459,8 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
     T = f.T
     dtype = nest.dtype
     M = nest.sizes["M"]
+    kept = _rows_as_vector(nest, outer, row_level, inner, guards) if one_row is None else None
+    chains = 1 if kept is not None else chains
     with ExitStack() as stack:
         vj = None
         if tier.cond is not None:
@@ -499,7 +501,14 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
                 acc, acc[a, lane] + val * f.c(f.B, b_row, col(lane)), [a, lane]))
 
         start = {outer.var: vi} if vr is None else {outer.var: vi, row_level.var: vr}
-        _reduce(f, nest, inner, guards, start, chains, fma)
+        if kept is not None:        # SELL SpMV: the tile's rows are the innermost loop, one vector
+            def vector(vm):
+                last = inner[-1]
+                with f.loop("vectorized", last.lo, last.hi, last.name) as v:
+                    fma({**vm, last.var: v}, 0)
+            _emit_levels(f, inner[:-1], kept, dict(start), vector)
+        else:
+            _reduce(f, nest, inner, guards, start, chains, fma)
         if chains > 1:
             with f.loop("unroll", 0, chains - 1, "k") as k:
                 with f.loop("unroll", 0, held, "r") as r:
@@ -523,6 +532,28 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
                 write(False)
             with T.Else():
                 write(True)
+
+
+def _rows_as_vector(nest: SparseNest, outer: Level, row_level, inner: Sequence[Level], guards: Sequence):
+    """The guards to keep when an SpMV row tile's rows run as one vector (None: they cannot):
+    the innermost loop is the tile's row, values and columns are padded copies read row-inner
+    (every lane's read is in bounds), and the guards that read only the row are dropped (a
+    padded row adds 0 to an accumulator that is never written)."""
+    from tvm.ir.expr import TensorLoad
+
+    from schedules.sparse.recipes.nest import Role
+
+    if nest.kind != "spmv" or row_level is None or not inner or not inner[-1].var.same_as(row_level.var):
+        return None
+    for e in (nest.value, nest.col):
+        role = nest.roles.get(e.source.name) if isinstance(e, TensorLoad) else None
+        if role is None or role.role is not Role.COPY or not e.indices[-1].same_as(row_level.var):
+            return None
+    row_vars = {outer.var, row_level.var} | set(nest.sizes.values())
+    kept = [g for g in guards if not set(free_vars(g)) <= row_vars]
+    if any(any(v.same_as(row_level.var) for v in free_vars(g)) for g in kept):
+        return None
+    return kept
 
 
 def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequence, vmap: dict,
