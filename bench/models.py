@@ -160,6 +160,9 @@ def alternating_loops(calls: dict[str, Callable[[], Any]], *, rounds: int = 7, m
     loop of about ``min_loop_s`` per round (sized on the slowest call), so a burst of other load on a
     shared machine falls on all of them alike.
 
+    Each turn starts with a quarter loop that is not timed: a runtime whose worker threads keep spinning
+    after its last call (ONNX Runtime, OpenMP) would otherwise slow whichever call takes the next turn.
+
     >>> per = alternating_loops({"a": lambda: None, "b": lambda: sum(range(100))}, rounds=2, min_loop_s=0.001)
     >>> sorted(per), len(per["a"])
     (['a', 'b'], 2)
@@ -174,6 +177,8 @@ def alternating_loops(calls: dict[str, Callable[[], Any]], *, rounds: int = 7, m
     per: dict[str, list[float]] = {k: [] for k in calls}
     for _ in range(rounds):
         for key, fn in calls.items():
+            for _ in range(max(1, n // 4)):
+                fn()
             t0 = time.perf_counter()
             for _ in range(n):
                 fn()
