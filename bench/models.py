@@ -12,10 +12,10 @@ arrays (64-byte-aligned inputs, so ``model(x)`` takes no copy), in one run:
   ``model(x)`` reads in place (its kernels declare element-aligned parameters);
 * **ort**: ONNX Runtime, CPU execution provider, ``intra_op_num_threads`` =
   ``--threads``, ``inter_op`` 1, on the same ONNX graph.  Ours and ORT take
-  turns (:func:`alternating_loops`, ``2 x --repeat`` rounds): ``ours_ms`` and
-  ``ort_ms`` are each side's fastest round, ``ours_vs_ort_paired`` the median
-  of the per-round ratios ORT / ours (on a shared machine the load changes
-  between rounds; a pair of neighbouring loops sees about the same load);
+  three turns each (:func:`separate_turns`, best kept), every turn after the
+  previous runtime's worker threads have parked: two thread pools interleaved
+  call by call on two cores slow each other by up to 6x, which measures their
+  interference, not either runtime;
 * **openvino**: OpenVINO's CPU plugin on the same ONNX graph (f32);
 * **ms**: TVM's own best, ``relax.pipeline.static_shape_tuning_pipeline``
   (``cpu_weight_prepack=True``) applied before ``tvm.compile``, with a budget of
@@ -48,11 +48,12 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from tvm_ext.timing import settle
 from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomean, time_python
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
-           "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "ours_vs_ort_paired", "max_rel_err"]
+           "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
 #: Ratio columns: peer time / our time at the call (above 1: we are faster).
 RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
           "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
@@ -154,36 +155,25 @@ def cases(quick: bool, zoo_size: str) -> dict[str, Callable[[], Case]]:
             "gru": lambda: _zoo("gru", zoo_size)}
 
 
-def alternating_loops(calls: dict[str, Callable[[], Any]], *, rounds: int = 7, min_loop_s: float = 0.02
-                      ) -> dict[str, list[float]]:
-    """Seconds per call of each of ``calls``, one entry per round: the calls take turns, each running a
-    loop of about ``min_loop_s`` per round (sized on the slowest call), so a burst of other load on a
-    shared machine falls on all of them alike.
+def separate_turns(calls: dict[str, Callable[[], Any] | None], timing: dict, *, turns: int = 3
+                   ) -> dict[str, float]:
+    """Best seconds per call of each of ``calls`` (None entries are skipped) over ``turns`` turns.
 
-    Each turn starts with a quarter loop that is not timed: a runtime whose worker threads keep spinning
-    after its last call (ONNX Runtime, OpenMP) would otherwise slow whichever call takes the next turn.
+    The calls take turns, so a burst of other load on a shared machine does not fall on one of them
+    only; every turn starts after :func:`~tvm_ext.timing.settle`, so the previous runtime's worker
+    threads have parked and do not slow the next one (two pools on two cores slow each other by up to 6x).
 
-    >>> per = alternating_loops({"a": lambda: None, "b": lambda: sum(range(100))}, rounds=2, min_loop_s=0.001)
-    >>> sorted(per), len(per["a"])
-    (['a', 'b'], 2)
+    >>> best = separate_turns({"a": lambda: None, "b": None}, {"repeat": 1, "min_repeat_s": 1e-4}, turns=1)
+    >>> sorted(best)
+    ['a']
     """
-    slowest = 1e-7
-    for fn in calls.values():
-        fn()  # warm up
-        t0 = time.perf_counter()
-        fn()
-        slowest = max(slowest, time.perf_counter() - t0)
-    n = max(1, int(min_loop_s / slowest))
-    per: dict[str, list[float]] = {k: [] for k in calls}
-    for _ in range(rounds):
+    best: dict[str, float] = {}
+    for _ in range(turns):
         for key, fn in calls.items():
-            for _ in range(max(1, n // 4)):
-                fn()
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            per[key].append((time.perf_counter() - t0) / n)
-    return per
+            if fn is not None:
+                settle(0.1)
+                best[key] = min(best.get(key, float("inf")), time_python(fn, **timing).min)
+    return best
 
 
 def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, rounds: int = 7, min_loop_s: float = 0.02) -> float:
@@ -227,6 +217,7 @@ def _peer(row: dict, key: str, make: Callable[[], Callable], xs: list[np.ndarray
 
     try:
         run = make()
+        settle()  # the previous runtime's worker threads park first
         row[key] = _ms(time_python(lambda: run(*xs), **timing).min)
     except PeerUnavailable as e:
         row[key] = None
@@ -265,13 +256,8 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
     ref = (ort or ort_runner(case.onnx, args.threads))(*xs) if case.reference == "ort" else \
         torch_runner(case.torch_module, xs, threads=args.threads)(*xs)
     row["max_rel_err"] = tc.max_rel_err(outs, ref)
-    if ort is not None:  # the headline pair takes turns, so a change of the machine's load hits both alike
-        per = alternating_loops({"ours": lambda: model(*xs), "ort": lambda: ort(*xs)},
-                                rounds=max(3, 2 * args.repeat), min_loop_s=args.min_repeat_s / 2)
-        row["ours_ms"], row["ort_ms"] = _ms(min(per["ours"])), _ms(min(per["ort"]))
-        row["ours_vs_ort_paired"] = float(np.median([o / u for o, u in zip(per["ort"], per["ours"])]))
-    else:
-        row["ours_ms"] = _ms(time_python(lambda: model(*xs), **timing).min)
+    best = separate_turns({"ours_ms": lambda: model(*xs), "ort_ms": ort and (lambda: ort(*xs))}, timing)
+    row.update({k: _ms(v) for k, v in best.items()})
     row["ours_vm_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
     row["overhead_us"] = call_overhead_us(model, xs)
     row["aligned_copies"] = model._call.aligned_copies
@@ -291,6 +277,7 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
         except Exception as e:  # noqa: BLE001 - a failed baseline is a note in its row, not a lost run
             row.setdefault("notes", []).append(f"ms_ms: MetaSchedule build failed: {type(e).__name__}: {e}")
         else:
+            settle()
             row["ms_ms"] = _ms(time_python(lambda: tuned.run(*xs), **timing).min)
             row["ms_max_rel_err"] = tc.max_rel_err(tuned.run(*xs), ref)
             row.update(ms_tuning_s=tuned.tuning_seconds, ms_tasks=tuned.tasks,
@@ -344,9 +331,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         run.add(row)
         peers = ", ".join(f"{k[:-3]} {row[k]:.3f}" for k in ("ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms",
                                                             "torch_ms") if row.get(k) is not None)
-        paired = f", ORT/ours paired {row['ours_vs_ort_paired']:.2f}x" if row.get("ours_vs_ort_paired") else ""
         print(f"    ours {row['ours_ms']:.3f} ms at the call (VM {row['ours_vm_ms']:.3f} ms, overhead "
-              f"{row['overhead_us']:.1f} us), {peers}{paired}; err {row['max_rel_err']:.1e}", flush=True)
+              f"{row['overhead_us']:.1f} us), {peers}; err {row['max_rel_err']:.1e}", flush=True)
         for note in row.get("notes", []):
             print(f"    ({note})")
         if row.get("ms_tuning_s") is not None:
@@ -360,9 +346,6 @@ def main(argv: Sequence[str] | None = None) -> None:
         vals = [r[num] / r[den] for r in run.rows if r.get(num) and r.get(den)]
         if vals:
             print(f"geomean {label}: {geomean(vals):.2f}x over {len(vals)} models")
-    paired = [r["ours_vs_ort_paired"] for r in run.rows if r.get("ours_vs_ort_paired")]
-    if paired:
-        print(f"geomean ours/ORT, median of paired rounds: {geomean(paired):.2f}x over {len(paired)} models")
     overheads = [r["overhead_us"] for r in run.rows]
     print(f"call overhead (model(x) - VM alone): median {float(np.median(overheads)):.1f} us, "
           f"max {max(overheads):.1f} us; inputs copied for alignment: {sum(r['aligned_copies'] for r in run.rows)}")
