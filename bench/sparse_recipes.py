@@ -67,7 +67,8 @@ NEW_FORMATS = {"sdia": "dia"}
 
 #: Formats whose library executor is generated now: the hand-written template they replaced,
 #: kept as a test oracle (module, kernels class), is the "hand" side.
-TEMPLATES = {"dia": ("tests.sparse_oracles.dia_template", "TemplateDIAKernels")}
+TEMPLATES = {"dia": ("tests.sparse_oracles.dia_template", "TemplateDIAKernels"),
+             "hyb": ("tests.sparse_oracles.hyb_template", "TemplateHYBKernels")}
 
 
 def _hand_executor(fmt, n: int, kind: str):

@@ -1,30 +1,29 @@
-"""HYB executors: ELL part plus COO remainder (Venkat 2016 §5.3 ELL + §3.1 COO; Bell & Garland's HYB).
+"""HYB executors (Bell & Garland's ELL part plus COO remainder), generated from the HYB split
+recipe (§9.6's ``j < W`` split: :func:`~schedules.sparse.recipes.library.hyb_recipe`).
 
-Two passes in one PrimFunc:
-
-1. row-parallel ELL pass (as :mod:`.ell`): ``C_out = alpha * ELL @ B + beta * C_in``
-   for every row, accumulators in registers;
-2. the COO remainder (rows longer than W) as row-aligned chunks in parallel
-   (as :mod:`.coo`): segmented sums added into ``C_out``.
+One PrimFunc runs both parts: the ELL part writes every row
+(``C_out = alpha * ELL @ B + beta * C_in``, row-parallel, column-major SpMV vectorised over
+rows), then the row-sorted COO remainder adds its segmented row sums, in row-aligned chunks.
+The container (:class:`~schedules.sparse.formats.HYB`) binds the two parts' roles directly.
 
 >>> f = hyb_spmm_primfunc(HYBParams(lanes=16, unroll=1), "float32")
->>> len(f.params)
-12
+>>> [b.name for b in f.params[:2]]
+['ell_a_data', 'ell_a_col']
 """
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
-                                                parse_prim_func, prim_func_source)
-from schedules.sparse.executors.coo import check_coo, emit_row_runs
-from schedules.sparse.executors.ell import check_ell, ell_buffers, emit_ell_rows, ell_part_array
-from schedules.sparse.executors.partition import row_aligned_chunks
-from schedules.sparse.executors.spec import ExecParams, FormatKernels
-from schedules.sparse.executors.tiles import column_tiers
+import numpy as np
+
+from schedules.sparse.executors.coo import check_coo
+from schedules.sparse.executors.ell import check_ell
+from schedules.sparse.executors.spec import ExecParams
+from schedules.sparse.recipes.container import ContainerKernels, generated_primfunc
+from schedules.sparse.recipes.nest import BufferRole, Role
 from tvm_ext.errors import InputError, ShapeError
 
-__all__ = ["HYBParams", "HYBKernels", "hyb_spmm_primfunc", "hyb_spmv_primfunc", "hyb_source"]
+__all__ = ["HYBParams", "HYBKernels", "hyb_spmm_primfunc", "hyb_spmv_primfunc"]
 
 
 @dataclass(frozen=True)
@@ -32,43 +31,27 @@ class HYBParams(ExecParams):
     """HYB knobs (see :class:`ExecParams`); the ELL width W belongs to the format."""
 
 
-def hyb_source(params: ExecParams, dtype: str, kind: str = "spmm", layout: str = "col") -> str:
-    """TVMScript text of the HYB executor (ELL part in ``layout``)."""
-    dtype = check_dtype(dtype)
-    spmv = kind == "spmv"
-    bufs = ell_buffers(layout, dtype, prefix="ell_")
-    bufs += [Buffer("a_coo_row", "coo_row", ("COO_NNZ",), "int32"),
-             Buffer("a_coo_col", "coo_col", ("COO_NNZ",), "int32"),
-             Buffer("a_coo_data", "coo_data", ("COO_NNZ",), dtype)]
-    if params.parallel:
-        bufs += [Buffer("a_part", "part", ("NP",), "int32"),
-                 Buffer("a_chunk", "chunk", ("NCHUNK",), "int32")]
-    bufs += dense_buffers(kind, dtype)
-    code = Code()
-    emit_ell_rows(code, params=params, dtype=dtype, layout=layout, spmv=spmv, prefix="ell_",
-                  name="ell_row")
-    emit_row_runs(code, name="coo_run", tiers=column_tiers(params.lanes, params.unroll, spmv=spmv),
-                  dtype=dtype, prefix="coo_", parallel=params.parallel, chunk="chunk")
-    sizes = ["M", "K", "ELL_W", "COO_NNZ"] + (["N"] if not spmv else [])
-    sizes += ["NP", "NCHUNK"] if params.parallel else []
-    return prim_func_source(f"hyb_{kind}", bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
+def _recipe(layout: str):
+    from schedules.sparse.recipes.library import hyb_recipe
+
+    return hyb_recipe(layout=layout)
 
 
 def hyb_spmm_primfunc(params: ExecParams | None = None, dtype: str = "float32",
                       layout: str = "col", *, n_cols: int | None = None, target=None):
-    """HYB SpMM PrimFunc."""
-    p = (params or HYBParams()).resolve(check_dtype(dtype), n_cols, target)
-    return parse_prim_func(hyb_source(p, dtype, "spmm", layout))
+    """HYB SpMM PrimFunc (ELL part in ``layout``; the recipe's generated executor)."""
+    return generated_primfunc(_recipe(layout), params or HYBParams(), dtype, "spmm", n_cols, target)
 
 
 def hyb_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32",
                       layout: str = "col", *, target=None):
-    """HYB SpMV PrimFunc."""
-    p = (params or HYBParams()).resolve(check_dtype(dtype), 1, target)
-    return parse_prim_func(hyb_source(p, dtype, "spmv", layout))
+    """HYB SpMV PrimFunc (ELL part in ``layout``; the recipe's generated executor)."""
+    return generated_primfunc(_recipe(layout), params or HYBParams(), dtype, "spmv", 1, target)
 
 
-class HYBKernels(FormatKernels):
+class HYBKernels(ContainerKernels):
+    """HYB containers on the HYB split recipe's executor."""
+
     format_name = "hyb"
     params_cls = HYBParams
 
@@ -81,26 +64,17 @@ class HYBKernels(FormatKernels):
         if fmt.ell.data.dtype != fmt.coo.data.dtype:
             raise InputError(f"hyb: ELL values are {fmt.ell.data.dtype}, COO values {fmt.coo.data.dtype}")
 
-    def primfunc(self, fmt, params, kind, transpose):
-        return parse_prim_func(hyb_source(params, fmt.dtype.name, kind, fmt.ell.layout))
+    def recipe_for(self, fmt):
+        return _recipe(fmt.ell.layout)
 
-    def signature(self, fmt, params, kind, transpose):
-        return ("hyb", kind, fmt.dtype.name, fmt.ell.layout, params.kernel_key())
+    def bind(self, fmt):
+        ell, coo = fmt.ell, fmt.coo
+        return {BufferRole(Role.COPY, "col", 0): ell.col, BufferRole(Role.COPY, "data", 0): ell.data,
+                BufferRole(Role.EXPLICIT, "i", 1): coo.row, BufferRole(Role.EXPLICIT, "k", 1): coo.col,
+                BufferRole(Role.COPY, "data", 1): coo.data}
 
-    def arrays(self, fmt, params, kind, transpose, threads):
-        out = [fmt.ell.col, fmt.ell.data, fmt.coo.row, fmt.coo.col, fmt.coo.data]
-        if params.parallel:
-            rows_only = _RowParts(fmt.ell)
-            out += [ell_part_array(rows_only, params, "spmm", threads),
-                    row_aligned_chunks(fmt.coo.row, params.n_parts(threads))]
-        return out
+    def value_dtype(self, fmt) -> np.dtype:
+        return fmt.ell.data.dtype
 
     def nnz(self, fmt) -> int:
         return int(fmt.ell.data.size + fmt.coo.data.size)
-
-
-class _RowParts:
-    """The ELL part seen as row-parallel (HYB's ELL pass is always one row per block)."""
-
-    def __init__(self, ell):
-        self.shape, self.layout = ell.shape, "row"
