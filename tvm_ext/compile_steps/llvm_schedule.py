@@ -27,9 +27,11 @@ from __future__ import annotations
 
 import threading
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
+
+from tvm_ext.compile_steps.candidate_timing import measure_candidates, param_buffers, tvm_ffi_hash
 
 __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
            "inline_copies", "PARALLEL_MIN_WORK"]
@@ -341,12 +343,6 @@ def _default_all(func, skip: set[str] = frozenset()):
 # ---------------------------------------------------------------------------
 # Tensorize
 # ---------------------------------------------------------------------------
-def param_buffers(func) -> list:
-    """The buffers of a PrimFunc's parameters (TVM 0.27 params are buffers; older TVM maps handles)."""
-    bmap = getattr(func, "buffer_map", None)
-    return [bmap[p] if bmap else p for p in func.params]
-
-
 def _float_params(func) -> bool:
     return all(str(b.dtype).startswith("float") for b in param_buffers(func))
 
@@ -449,58 +445,6 @@ def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
         if sch.get(b).name_hint not in done and sch.get(b).name_hint not in plan.candidates:
             default_schedule(sch, b)
     return sch, emitted, ""
-
-
-# ---------------------------------------------------------------------------
-# Measurement of candidates
-# ---------------------------------------------------------------------------
-def _random_args(func, seed: int = 0) -> list:
-    import tvm
-
-    rng = np.random.default_rng(seed)
-    args = []
-    for buf in param_buffers(func):
-        shape = tuple(int(s) for s in buf.shape)
-        args.append(tvm.runtime.tensor(rng.uniform(-1, 1, shape).astype(str(buf.dtype))))
-    return args
-
-
-#: Rounds of :func:`_measure_all`: every candidate runs ``MEASURE_RUNS`` times per round, candidates alternate.
-MEASURE_ROUNDS = 7
-MEASURE_RUNS = 3
-
-
-def _measure_all(funcs: dict[str, Any], target) -> dict[str, float]:
-    """Seconds per call of each candidate PrimFunc: the fastest of single runs taken in alternating rounds.
-
-    On a shared machine another process can take the core during any run; single runs
-    (not ``min_repeat_ms`` averages, which fold such pauses in) interleaved across the
-    candidates give each the same chances of a quiet run, and the minimum keeps one.
-    """
-    import tvm
-
-    from tvm_ext.kernel_cache import get_or_build
-
-    timers: dict[str, Any] = {}
-    for tag, func in funcs.items():
-        func = func.with_attr("global_symbol", "main")
-        key = ("tvm_ext.compile.candidate", tag, str(tvm_ffi_hash(func)))
-        mod = get_or_build(key, lambda func=func: func, target)
-        args = _random_args(func)
-        evaluator = mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=MEASURE_RUNS, min_repeat_ms=0)
-        evaluator(*args)  # warm up: first-touch page faults and caches
-        timers[tag] = (evaluator, args)
-    best = dict.fromkeys(timers, float("inf"))
-    for _ in range(MEASURE_ROUNDS):
-        for tag, (evaluator, args) in timers.items():
-            best[tag] = min(best[tag], float(min(evaluator(*args).results)))
-    return best
-
-
-def tvm_ffi_hash(obj) -> int:
-    import tvm_ffi
-
-    return tvm_ffi.structural_hash(obj)
 
 
 # ---------------------------------------------------------------------------
@@ -626,7 +570,7 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
         return done(default, KernelSchedule(name, "default", reason=why))
     if sch is None:  # only the depthwise rule: keep it if it beats the default schedule
         try:
-            times = _measure_all({"depthwise": depthwise, "default": default}, tgt)
+            times = measure_candidates({"depthwise": depthwise, "default": default}, tgt)
         except Exception:  # noqa: BLE001 - cannot measure here: keep the default schedule
             return done(default, KernelSchedule(name, "default", reason=why))
         if times["depthwise"] < times["default"]:
@@ -656,7 +600,7 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
         variants["gemv"] = (gemv[0], GEMV_DETAIL)
     try:
         timed = {**{k: f for k, (f, _) in variants.items()}, **({"gemv": gemv[1]} if gemv else {})}
-        times = _measure_all({**timed, "default": default}, tgt)
+        times = measure_candidates({**timed, "default": default}, tgt)
     except Exception as e:  # noqa: BLE001 - cannot measure here: trust the mapping
         why = f"not measured ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
         return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1], why))
