@@ -456,9 +456,7 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
     of the tile) for one column tier, accumulated in registers, then written."""
     from contextlib import ExitStack
 
-    T = f.T
-    dtype = nest.dtype
-    M = nest.sizes["M"]
+    T, dtype, M = f.T, nest.dtype, nest.sizes["M"]
     kept = _rows_as_vector(nest, outer, row_level, inner, guards) if one_row is None else None
     chains = 1 if kept is not None else chains
     with ExitStack() as stack:
