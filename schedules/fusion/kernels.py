@@ -233,6 +233,18 @@ def _spmm_kernel(step: tuple, forms: dict, storage: dict, stored: set, dag: Eins
     return GroupKernel(step, "spmm", mod, make, spec, fixed, scalars + (alpha, beta), roles)
 
 
+def _step_context(plan, steps: Sequence[tuple[str, ...]], dtype: str, target: Any):
+    """What every kernel of ``steps`` is built from: the resolved target, the DAG, each op's row
+    form, the tensors' storage, the vector lanes and the row count."""
+    from tvm_ext.target import resolve_target
+
+    target = resolve_target(target)
+    dag = plan.dag
+    forms = {o: row_form(dag, dag.op(o), streamed_rank(plan, o)) for s in steps for o in s}
+    return target, dag, forms, assign_storage(dag, steps, forms), native_lanes(dtype, target), \
+        _check_rows(plan, steps, forms)
+
+
 def build_step_kernels(plan: FusionPlan | GraphAnalysis, steps: Sequence[tuple[str, ...]], *, fmt=None,
                        dtype: str = "float64", target: Any = None) -> tuple[dict, list]:
     """Compile the kernels of ``steps`` (host steps get ``None``).
@@ -242,14 +254,7 @@ def build_step_kernels(plan: FusionPlan | GraphAnalysis, steps: Sequence[tuple[s
     ``fmt``: the sparse format instance (CSR or BCSR) of the DAG's sparse
     tensor, needed when a step holds an SpMM.
     """
-    from tvm_ext.target import resolve_target
-
-    target = resolve_target(target)
-    dag = plan.dag
-    forms = {o: row_form(dag, dag.op(o), streamed_rank(plan, o)) for s in steps for o in s}
-    storage = assign_storage(dag, steps, forms)
-    lanes = native_lanes(dtype, target)
-    n_rows = _check_rows(plan, steps, forms)
+    target, dag, forms, storage, lanes, n_rows = _step_context(plan, steps, dtype, target)
     kernels: list = []
     for step in steps:
         kinds = {forms[o].kind for o in step}
@@ -284,14 +289,7 @@ def build_inline_solve_kernels(plan: FusionPlan | GraphAnalysis, steps: Sequence
     >>> build_inline_solve_kernels(plan, schedule_steps(plan, iteration_ops(plan.dag, 1), True))
     {2: GroupKernel(Lambda1+X1+R1+Gamma1, rows), 4: GroupKernel(Phi1+P1, rows)}
     """
-    from tvm_ext.target import resolve_target
-
-    target = resolve_target(target)
-    dag = plan.dag
-    forms = {o: row_form(dag, dag.op(o), streamed_rank(plan, o)) for s in steps for o in s}
-    storage = assign_storage(dag, steps, forms)
-    lanes = native_lanes(dtype, target)
-    n_rows = _check_rows(plan, steps, forms)
+    target, dag, forms, storage, lanes, n_rows = _step_context(plan, steps, dtype, target)
     out: dict[int, GroupKernel] = {}
     for i, step in enumerate(steps):
         if {forms[o].kind for o in step} & {"host", "spmm"}:

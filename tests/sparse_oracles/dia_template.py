@@ -16,19 +16,17 @@ the library to check and time the generated executor against (tests, ``bench.spa
 """
 from __future__ import annotations
 
-from schedules.sparse.executors.checks import require_array, require_range, require_value_dtype
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
                                                 parallel_items, parse_prim_func, prim_func_source)
 from schedules.sparse.executors.partition import uniform_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
                                               emit_vector_rows_write, tier_chains, vector_row_tile)
-from tvm_ext.errors import InputError
 
 __all__ = ["TemplateDIAKernels", "dia_spmm_primfunc", "dia_spmv_primfunc", "dia_source"]
 
 
-from schedules.sparse.executors.dia import DIAParams  # noqa: E402  (the library's knobs)
+from schedules.sparse.executors.dia import DIAKernels, DIAParams  # noqa: E402  (the library's knobs and checks)
 
 
 def _emit_spmm(code: Code, params: ExecParams, dtype: str) -> None:
@@ -99,15 +97,7 @@ class TemplateDIAKernels(FormatKernels):
     format_name = "dia"
     params_cls = DIAParams
 
-    def check(self, fmt) -> None:
-        m, k = fmt.shape
-        nd = fmt.offsets.size
-        require_value_dtype(fmt.data, "dia.data")
-        require_array(fmt.offsets, "dia.offsets", "int32", (nd,))
-        require_array(fmt.data, "dia.data", str(fmt.data.dtype), (nd, m))
-        require_range(fmt.offsets, -max(m - 1, 0), max(k, 1), "dia.offsets")
-        if nd > 1 and len(set(fmt.offsets.tolist())) != nd:
-            raise InputError("dia.offsets: each diagonal must be stored once")
+    check = DIAKernels.check  # the library's own validation of the container
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(dia_source(params, fmt.data.dtype.name, kind))

@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
                                                 parse_prim_func, prim_func_source)
-from schedules.sparse.executors.coo import check_coo, emit_row_runs
-from schedules.sparse.executors.ell import check_ell, ell_buffers, emit_ell_rows, ell_part_array
+from schedules.sparse.executors.coo import emit_row_runs
+from schedules.sparse.executors.ell import ell_buffers, emit_ell_rows, ell_part_array
 from schedules.sparse.executors.partition import row_aligned_chunks
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import column_tiers
-from tvm_ext.errors import InputError, ShapeError
+from schedules.sparse.executors.hyb import HYBKernels
 
 __all__ = ["HYBParams", "TemplateHYBKernels", "hyb_spmm_primfunc", "hyb_spmv_primfunc", "hyb_source"]
 
@@ -74,14 +74,7 @@ class TemplateHYBKernels(FormatKernels):
     format_name = "hyb"
     params_cls = HYBParams
 
-    def check(self, fmt) -> None:
-        if tuple(fmt.ell.shape) != tuple(fmt.shape) or tuple(fmt.coo.shape) != tuple(fmt.shape):
-            raise ShapeError(f"hyb: parts have shapes {fmt.ell.shape} (ELL) and {fmt.coo.shape} "
-                             f"(COO), the matrix is {fmt.shape}")
-        check_ell(fmt.ell, "hyb.ell")
-        check_coo(fmt.coo, "hyb.coo")
-        if fmt.ell.data.dtype != fmt.coo.data.dtype:
-            raise InputError(f"hyb: ELL values are {fmt.ell.data.dtype}, COO values {fmt.coo.data.dtype}")
+    check = HYBKernels.check  # the library's own validation of the container
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(hyb_source(params, fmt.dtype.name, kind, fmt.ell.layout))
