@@ -8,8 +8,13 @@ Each PrimFunc left for llvm (after offloading) gets, in order of preference:
    ``tensorize`` (``find_mappings`` -> ``plan_mappings`` -> ``emit.apply``,
    the micro-kernel implementation), other blocks given the default schedule.
    With ``tensorize="measure"`` (the default) the tensorized kernel is kept only
-   when it measures faster than the default schedule on random inputs (both
-   built through the kernel cache); ``"always"`` keeps it whenever it maps;
+   when it measures faster than the other candidates on random inputs (all
+   built through the kernel cache, timed by
+   :mod:`~tvm_ext.compile_steps.candidate_timing`); ``"always"`` keeps it
+   whenever it maps.  Measured beside it where their shapes fit:
+   **depthwise** (:mod:`~tvm_ext.compile_steps.depthwise_schedule`, NHWC
+   depthwise convolutions) and **gemv** (:mod:`~tvm_ext.compile_steps.gemv_schedule`,
+   matmuls of at most 32 rows with a prepacked weight);
 3. **default**: outer spatial loops in parallel when the block is big enough,
    the innermost loop of element-wise blocks vectorised.
 
