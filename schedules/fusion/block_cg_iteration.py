@@ -52,6 +52,7 @@ from typing import Any
 import numpy as np
 
 from schedules.fusion.row_forms import family
+from schedules.sparse.solvers import IterativeResult
 from tvm_ext.errors import ConvergenceError, InputError, ShapeError
 
 __all__ = ["BlockCGResult", "SolveInfo", "spd_pinv_solve", "IterationState", "Alg1Backend", "solve_block",
@@ -59,7 +60,7 @@ __all__ = ["BlockCGResult", "SolveInfo", "spd_pinv_solve", "IterationState", "Al
 
 
 @dataclass
-class BlockCGResult:
+class BlockCGResult(IterativeResult):
     """Outcome of a Block CG solve.
 
     ``residual[j]`` is the true ``||b_j - A x_j|| / ||b_j||`` of the returned
@@ -83,15 +84,6 @@ class BlockCGResult:
     fallback_columns: list = field(default_factory=list)
     solve_seconds: float = 0.0
     setup_seconds: float = 0.0
-
-    @property
-    def info(self) -> int:
-        """0 when every column converged, else the iterations done (>= 1), as scipy's ``cg``."""
-        return 0 if self.converged else max(int(self.iterations), 1)
-
-    @property
-    def seconds_per_iteration(self) -> float:
-        return self.solve_seconds / self.iterations if self.iterations else float("nan")
 
     def summary(self) -> dict[str, Any]:
         """JSON-able summary (no solution)."""

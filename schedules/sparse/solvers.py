@@ -68,7 +68,7 @@ from schedules.sparse.triangular import (
 from tvm_ext.errors import ConvergenceError, InputError
 from tvm_ext.workloads import canonical_csr
 
-__all__ = ["PCG", "PCGResult", "pcg", "spd_precheck", "PRECONDITIONERS", "resolve_tolerance"]
+__all__ = ["PCG", "PCGResult", "IterativeResult", "pcg", "spd_precheck", "PRECONDITIONERS", "resolve_tolerance"]
 
 PRECONDITIONERS = ("sgs", "ilu0", "jacobi", "none")
 
@@ -80,8 +80,33 @@ def _finite_or_none(v: Any) -> float | None:
     return float(v) if v is not None and math.isfinite(v) else None
 
 
+class IterativeResult:
+    """``info`` and ``seconds_per_iteration`` of a solver result with ``converged``,
+    ``iterations`` and ``solve_seconds`` fields (scipy ``cg``'s ``info`` convention).
+
+    >>> from dataclasses import dataclass
+    >>> @dataclass
+    ... class R(IterativeResult):
+    ...     converged: bool
+    ...     iterations: int
+    ...     solve_seconds: float
+    >>> R(False, 4, 2.0).info, R(True, 4, 2.0).seconds_per_iteration
+    (4, 0.5)
+    """
+
+    @property
+    def info(self) -> int:
+        """0 when converged, else the iterations done (>= 1), as scipy's ``cg``."""
+        return 0 if self.converged else max(int(self.iterations), 1)
+
+    @property
+    def seconds_per_iteration(self) -> float:
+        """Mean wall time of one iteration (nan before the first)."""
+        return self.solve_seconds / self.iterations if self.iterations else float("nan")
+
+
 @dataclass
-class PCGResult:
+class PCGResult(IterativeResult):
     """Outcome of a PCG solve.
 
     ``residuals[k]`` is ``||r_k|| / ||b||`` (recursive residual, ``k = 0`` the
@@ -103,16 +128,6 @@ class PCGResult:
     solve_seconds: float = 0.0
     inspector_breakdown: dict[str, float] = field(default_factory=dict)
     dtype: str = "float64"
-
-    @property
-    def info(self) -> int:
-        """0 when converged, else the iterations done (>= 1), as scipy's ``cg``."""
-        return 0 if self.converged else max(int(self.iterations), 1)
-
-    @property
-    def seconds_per_iteration(self) -> float:
-        """Mean wall time of one PCG iteration (nan before the first)."""
-        return self.solve_seconds / self.iterations if self.iterations else float("nan")
 
     @property
     def inspector_overhead_iterations(self) -> float:
