@@ -65,22 +65,23 @@ def _formats(A: sp.csr_array) -> dict[str, Callable[[], Any]]:
 NEW_FORMATS = {"sdia": "dia"}
 
 
-#: Formats whose library executor is generated now: the hand-written template they replaced,
-#: kept as a test oracle (module, kernels class), is the "hand" side.
-TEMPLATES = {"dia": ("tests.sparse_oracles.dia_template", "TemplateDIAKernels"),
-             "hyb": ("tests.sparse_oracles.hyb_template", "TemplateHYBKernels")}
+def templates() -> dict:
+    """Formats whose library executor is generated now: the hand-written template each replaced,
+    kept as a test oracle (its kernels class), is the "hand" side."""
+    from tests.sparse_oracles.dia_template import TemplateDIAKernels
+    from tests.sparse_oracles.hyb_template import TemplateHYBKernels
+
+    return {"dia": TemplateDIAKernels, "hyb": TemplateHYBKernels}
 
 
 def _hand_executor(fmt, n: int, kind: str):
     """The hand-written executor of ``fmt``: the library's, or the template it replaced."""
-    import importlib
-
     from schedules.sparse.executors import Executor, build_executor
 
-    name = TEMPLATES.get(fmt.name)
-    if name is None:
+    template = templates().get(fmt.name)
+    if template is None:
         return build_executor(fmt, n_cols=n, kind=kind)
-    kernels = getattr(importlib.import_module(name[0]), name[1])()
+    kernels = template()
     kernels.check(fmt)
     p = kernels.resolve(fmt, kernels.params_cls(), fmt.dtype.name, kind, 1 if kind == "spmv" else n, None)
     return Executor(fmt, kernels, p, kind, False, None)

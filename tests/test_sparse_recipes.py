@@ -302,23 +302,22 @@ def test_column_major_ell_has_rows_innermost():
 def test_library_executor_is_generated_and_matches_the_template_oracle(fmt_name):
     """The library's executor for a switched format is the recipe's; the hand-written template it
     replaced (tests/sparse_oracles) gives the same result."""
-    import importlib
-
     from schedules.sparse import inspectors as I
     from schedules.sparse.executors import Executor, build_executor
 
     A = sp.csr_array(sp.diags([1.0, -2.0, 3.0], [-2, 0, 5], shape=(41, 37), dtype=np.float32))
     A = sp.csr_array(A + sp.csr_array((np.ones(9, np.float32), ([3] * 9, range(0, 36, 4))), shape=A.shape))  # a long row
     fmt = {"dia": lambda: I.to_dia(A, max_fill=1e9), "hyb": lambda: I.to_hyb(A)}[fmt_name]()
-    oracle = {"dia": ("tests.sparse_oracles.dia_template", "TemplateDIAKernels"),
-              "hyb": ("tests.sparse_oracles.hyb_template", "TemplateHYBKernels")}[fmt_name]
+    from bench.sparse_recipes import templates
+
+    oracle = templates()[fmt_name]
     first = {"dia": "explicit_d", "hyb": "ell_a_data"}[fmt_name]
     rng = np.random.default_rng(0)
     for kind, n in (("spmv", 1), ("spmm", 19)):
         B = rng.random((37, n) if kind == "spmm" else 37).astype(np.float32)
         exe = build_executor(fmt, n, kind=kind)
         assert exe.prim_func.params[0].name == first      # the recipe's nest, bound by role
-        tmpl = getattr(importlib.import_module(oracle[0]), oracle[1])()
+        tmpl = oracle()
         p = tmpl.resolve(fmt, tmpl.params_cls(), "float32", kind, n, None)
         ref = Executor(fmt, tmpl, p, kind, False, None)(B)
         np.testing.assert_allclose(exe(B), ref, rtol=1e-5, atol=1e-5)
