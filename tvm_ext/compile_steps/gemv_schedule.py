@@ -31,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tvm_ext.compile_steps.tile_sizes import largest_divisor
+
 __all__ = ["MAX_ROWS", "MAX_TILE_ROWS", "row_tile", "GEMV_DETAIL", "GemvShape", "gemv_shape", "gemv_schedule", "gemv_candidate", "column_block"]
 
 #: What the kernel report says of a kernel given this schedule.
@@ -150,7 +152,7 @@ def row_tile(rows: int) -> int:
     >>> row_tile(1), row_tile(3), row_tile(32), row_tile(6), row_tile(7)
     (1, 3, 4, 3, 1)
     """
-    return max(d for d in range(1, min(rows, MAX_TILE_ROWS) + 1) if rows % d == 0)
+    return largest_divisor(rows, MAX_TILE_ROWS)
 
 
 def column_block(columns: int, rows: int, lanes: int, registers: int, threads: int) -> int:

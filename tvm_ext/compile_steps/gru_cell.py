@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from tvm_ext.compile_steps.placement import ATTR_MEMBERS, op_id
+from tvm_ext.compile_steps.tile_sizes import largest_divisor
 
 __all__ = ["gru_layer_primfunc", "layer_tasks", "pack_weight", "fuse_gru_cells", "match_cell", "chains", "FuseGRUCells", "GRUCell",
            "GRUChain", "hidden_block"]
@@ -83,7 +84,7 @@ def layer_tasks(blocks: int, threads: int) -> int:
     >>> layer_tasks(16, 2), layer_tasks(16, 3), layer_tasks(6, 4), layer_tasks(3, 2), layer_tasks(5, 1)
     (2, 2, 3, 3, 5)
     """
-    best = max(d for d in range(1, max(1, min(blocks, threads)) + 1) if blocks % d == 0)
+    best = largest_divisor(blocks, threads)
     return best if best > 1 else blocks
 
 

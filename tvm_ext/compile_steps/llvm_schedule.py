@@ -37,6 +37,7 @@ from typing import Any, Callable
 import numpy as np
 
 from tvm_ext.compile_steps.candidate_timing import measure_candidates, param_buffers, tvm_ffi_hash
+from tvm_ext.compile_steps.tile_sizes import largest_divisor
 
 __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
            "inline_copies", "PARALLEL_MIN_WORK"]
@@ -198,7 +199,8 @@ def _divisor_at_most(extent: int | None, cap: int) -> int | None:
     >>> _divisor_at_most(56, 16), _divisor_at_most(28, 16), _divisor_at_most(13, 8)
     (14, 14, None)
     """
-    return next((f for f in range(min(cap, extent or 0), 1, -1) if extent % f == 0), None)
+    f = largest_divisor(extent or 0, cap)
+    return f if f > 1 else None
 
 
 #: Largest tile of a transpose along the written axis (iterations unrolled per vector of reads).
