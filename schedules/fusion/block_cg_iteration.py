@@ -47,7 +47,8 @@ import math
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any
+from types import MappingProxyType
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -211,7 +212,7 @@ class Alg1Backend(ABC):
     host_forms: dict
     name: str
     #: kernel step index -> the host ops its kernel variant solves in a prologue (see :meth:`run_inline`)
-    inline_solves: dict = {}
+    inline_solves: Mapping[int, tuple] = MappingProxyType({})  # none unless a backend sets its own
 
     def run_inline(self, i: int) -> bool:
         """Run step ``i``'s variant that first solves ``inline_solves[i]`` in the kernel; False when a

@@ -14,6 +14,7 @@ True
 """
 from __future__ import annotations
 
+from abc import abstractmethod
 from typing import Any, Mapping
 
 import numpy as np
@@ -48,13 +49,13 @@ def generated_primfunc(recipe, params: ExecParams, dtype: str, kind: str, n_cols
 class ContainerKernels(FormatKernels):
     """Executor contract for a format container whose executor a recipe generates."""
 
+    @abstractmethod
     def recipe_for(self, fmt):
         """The recipe (or split recipe) whose executor runs ``fmt``."""
-        raise NotImplementedError
 
+    @abstractmethod
     def bind(self, fmt) -> Mapping[BufferRole, np.ndarray]:
         """``fmt``'s arrays by the role they play in the recipe's nest."""
-        raise NotImplementedError
 
     def generated(self, fmt):
         """``fmt`` seen as its recipe's :class:`~.recipe.GeneratedFormat` (no copies)."""
@@ -67,7 +68,7 @@ class ContainerKernels(FormatKernels):
             nest = recipe.nest(dtype, "spmm", part) if hasattr(recipe, "split") else recipe.nest(dtype, "spmm")
             roles.update(nest.roles)
         bound = self.bind(fmt)
-        missing = sorted({str(r) for r in roles.values()} - {str(r) for r in bound})
+        missing = sorted(str(r) for r in set(roles.values()) if r not in bound)
         if missing:
             raise InputError(f"{self.format_name}: no container array for roles {missing}")
         arrays = {name: bound[role] for name, role in roles.items()}
