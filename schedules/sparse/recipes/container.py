@@ -60,12 +60,14 @@ class ContainerKernels(FormatKernels):
     def generated(self, fmt):
         """``fmt`` seen as its recipe's :class:`~.recipe.GeneratedFormat` (no copies)."""
         from schedules.sparse.recipes.recipe import GeneratedFormat
+        from schedules.sparse.recipes.split import SplitRecipe
 
         recipe = self.recipe_for(fmt)
         dtype = np.dtype(self.value_dtype(fmt)).name
+        nests = ([recipe.nest(dtype, "spmm", part) for part in range(len(recipe.parts))]
+                 if isinstance(recipe, SplitRecipe) else [recipe.nest(dtype, "spmm")])
         roles: dict = {}
-        for part in range(len(getattr(recipe, "parts", ())) or 1):
-            nest = recipe.nest(dtype, "spmm", part) if hasattr(recipe, "split") else recipe.nest(dtype, "spmm")
+        for nest in nests:
             roles.update(nest.roles)
         bound = self.bind(fmt)
         missing = sorted(str(r) for r in set(roles.values()) if r not in bound)
