@@ -163,7 +163,7 @@ def sweep_bound(nbytes: int, serial_s: float, ceilings: dict[str, float],
 
     f = hardware_facts()
     ws = nbytes if working_set is None else working_set
-    where = "L3" if ws <= 0.75 * f.l3_bytes * f.cores else "DRAM"
+    where = "L3" if ws <= 0.75 * f.llc_bytes else "DRAM"
     return where, ceilings[where] / (nbytes / serial_s / 1e9)
 
 

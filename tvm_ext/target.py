@@ -269,6 +269,11 @@ class HardwareFacts:
         return self.vector_bits // 8
 
     @property
+    def llc_bytes(self) -> int:
+        """The last-level cache the target's threads share: the L3 share per core times the cores."""
+        return int(self.l3_bytes) * max(int(self.cores), 1)
+
+    @property
     def accumulator_registers(self) -> int:
         """Vector registers a micro-kernel's accumulator tile may take: three quarters of the file.
 

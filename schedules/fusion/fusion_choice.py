@@ -93,8 +93,7 @@ def cache_bytes(target: Any = None) -> int:
     """
     from tvm_ext.target import hardware_facts
 
-    facts = hardware_facts(target)
-    return int(facts.l3_bytes) * max(int(facts.cores), 1)
+    return hardware_facts(target).llc_bytes
 
 
 def modelled_selection(M: int, N: int, nnz: int, *, itemsize: int = 8, cache_bytes: int | None = None,

@@ -445,8 +445,7 @@ class AnalyticCostModel:
         if self.llc_bytes is None:
             from tvm_ext.target import hardware_facts
 
-            facts = hardware_facts()
-            self.llc_bytes = int(facts.l3_bytes) * max(int(facts.cores), 1)
+            self.llc_bytes = hardware_facts().llc_bytes
         return self.llc_bytes
 
     def _l2_bytes(self) -> int:
