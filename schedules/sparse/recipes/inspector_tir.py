@@ -1,0 +1,424 @@
+"""A recipe's compaction as compiled TIR kernels: count pass -> prefix sum -> fill pass.
+
+The dissertation's compact and compact-and-pad inspectors (Venkat 2016
+§5.1.2-5.1.3, Fig. 5.2's count / offset / fill structure) gather the
+iterations of the compacted levels in executor order.  The numpy inspector
+(:mod:`schedules.sparse.transforms.compaction`) does it with a stable sort;
+here the same result comes from three compiled TIR kernels, built once per
+target through the kernel cache:
+
+* :func:`radix_pass_primfunc` -- one digit of a stable LSD radix sort of the
+  compaction key (the row-major index over the outer and compacted levels):
+  per chunk a count pass (parallel over chunks of entries, i.e. over rows in
+  CSR order), a serial prefix sum over (digit, chunk), and a stable scatter
+  pass (parallel over chunks again: each chunk owns its offsets);
+* :func:`group_primfunc` -- the compacted iterations: the count pass over the
+  sorted keys (a new iteration where the key changes), the owner of every
+  entry, the iteration starts and the per-outer-iteration counts, turned into
+  ``offset_index`` by a prefix sum;
+* :func:`gather_primfunc` / :func:`pad_fill_primfunc` -- the parallel fill
+  passes: coordinates in executor order, and ``A_prime[slot[e]] = src[pos[e]]``
+  (safe in parallel once the injectivity check has passed: slots are distinct).
+
+:func:`compiled_compact` and :func:`compiled_compact_and_pad` return the same
+:class:`~schedules.sparse.transforms.Compaction` /
+:class:`~schedules.sparse.transforms.PaddedCompaction` objects as
+``transforms.compact`` / ``transforms.compact_and_pad``, array for array;
+:func:`compiled_recipe` gives a recipe whose final compaction runs them, so
+``compiled_recipe(r).inspect(A)`` is ``r.inspect(A)`` with compiled kernels.
+
+>>> import scipy.sparse as sp
+>>> from schedules.sparse.transforms import make_dense
+>>> res = compiled_compact_and_pad(make_dense(sp.csr_array([[1.0, 0.0, 2.0], [0.0, 3.0, 0.0]])), "k",
+...                                identity=0.0)
+>>> res.offset_index.tolist(), res.explicit_index["k"].tolist(), res.a_prime["data"].tolist()
+([0, 2, 3], [0, 2, 1], [1.0, 2.0, 3.0])
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from schedules.sparse.transforms import compaction as _cmp
+from schedules.sparse.transforms.compaction import Compaction, PaddedCompaction
+from schedules.sparse.transforms.space import IterationSpace
+from tvm_ext.errors import ScheduleError
+
+__all__ = ["RADIX_BITS", "radix_pass_primfunc", "group_primfunc", "gather_primfunc", "pad_fill_primfunc",
+           "stable_order", "compiled_compact", "compiled_compact_and_pad", "CompiledCompaction",
+           "compiled_recipe"]
+
+#: Bits of the key one radix pass sorts (2048 buckets per chunk: the counts stay in L1/L2).
+RADIX_BITS = 11
+#: Entries per chunk of the parallel passes (at least; fewer chunks on small inputs).
+_CHUNK_MIN = 1 << 15
+
+
+def radix_pass_primfunc():
+    """The PrimFunc of one stable LSD radix-sort pass over ``(key, idx)`` pairs by digit ``shift``.
+
+    Arguments: ``key_in, idx_in, key_out, idx_out`` (int64, length ``n``),
+    ``hist`` (int64 ``[nchunk, 2**RADIX_BITS]`` workspace), ``shift``.
+
+    >>> len(radix_pass_primfunc().params)
+    6
+    """
+    from tvm.script import tirx as T
+
+    nb = 1 << RADIX_BITS
+    mask = nb - 1
+
+    @T.prim_func
+    def radix_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
+                   shift: T.int64):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        nchunk = T.int64()
+        key_in = T.match_buffer(k_in, (n,), "int64")
+        idx_in = T.match_buffer(i_in, (n,), "int64")
+        key_out = T.match_buffer(k_out, (n,), "int64")
+        idx_out = T.match_buffer(i_out, (n,), "int64")
+        hist = T.match_buffer(h, (nchunk, nb), "int64")
+        for c in T.parallel(nchunk):                      # count pass, one chunk of entries each
+            for b in range(nb):
+                hist[c, b] = T.int64(0)
+            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
+                d: T.int64 = T.shift_right(key_in[e], shift) & T.int64(mask)
+                hist[c, d] = hist[c, d] + T.int64(1)
+        run = T.alloc_buffer((1,), "int64")
+        run[0] = T.int64(0)
+        for b in range(nb):                               # prefix sum over (digit, chunk)
+            for q in range(nchunk):
+                t: T.int64 = hist[q, b]
+                hist[q, b] = run[0]
+                run[0] = run[0] + t
+        for c in T.parallel(nchunk):                      # stable scatter pass
+            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
+                d: T.int64 = T.shift_right(key_in[e], shift) & T.int64(mask)
+                p: T.int64 = hist[c, d]
+                key_out[p] = key_in[e]
+                idx_out[p] = idx_in[e]
+                hist[c, d] = p + T.int64(1)
+
+    return radix_pass
+
+
+def group_primfunc():
+    """The PrimFunc of the compacted iterations of sorted ``key`` (outer part ``key // div``).
+
+    Writes ``owner[e]`` (the iteration of entry ``e``), ``starts[g]`` (its first
+    entry), ``offset`` (prefix sums of the iterations per outer iteration,
+    length ``n_outer + 1``) and ``count[0]``.
+
+    >>> len(group_primfunc().params)
+    6
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def group(k: T.handle, o: T.handle, s: T.handle, off: T.handle, cnt: T.handle, div: T.int64):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        n_off = T.int64()
+        key = T.match_buffer(k, (n,), "int64")
+        owner = T.match_buffer(o, (n,), "int64")
+        starts = T.match_buffer(s, (n,), "int64")
+        offset = T.match_buffer(off, (n_off,), "int64")
+        count = T.match_buffer(cnt, (1,), "int64")
+        for q in range(n_off):
+            offset[q] = T.int64(0)
+        count[0] = T.int64(0)
+        for e in range(n):                                # count pass
+            if e == 0 or key[e] != key[T.max(e - 1, T.int64(0))]:
+                starts[count[0]] = e
+                count[0] = count[0] + T.int64(1)
+                offset[key[e] // div + 1] = offset[key[e] // div + 1] + T.int64(1)
+            owner[e] = count[0] - T.int64(1)
+        for q in range(n_off - 1):                        # prefix sum
+            offset[q + 1] = offset[q + 1] + offset[q]
+
+    return group
+
+
+def gather_primfunc(dtype: str = "int64"):
+    """The PrimFunc ``out[e] = src[idx[e]]``, parallel over chunks of ``e``.
+
+    >>> len(gather_primfunc("float32").params)
+    3
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def gather(s: T.handle, i: T.handle, o: T.handle):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        m = T.int64()
+        src = T.match_buffer(s, (m,), dtype)
+        idx = T.match_buffer(i, (n,), "int64")
+        out = T.match_buffer(o, (n,), dtype)
+        for c in T.parallel((n + T.int64(_CHUNK_MIN) - 1) // T.int64(_CHUNK_MIN)):
+            for e in range(c * T.int64(_CHUNK_MIN), T.min((c + 1) * T.int64(_CHUNK_MIN), n)):
+                out[e] = src[idx[e]]
+
+    return gather
+
+
+def pad_fill_primfunc(dtype: str):
+    """The fill pass of compact-and-pad: ``a_prime[owner[e] * size + inner[e]] = src[pos[e]]``.
+
+    Parallel over chunks of entries; the caller has checked that the slots are distinct.
+
+    >>> len(pad_fill_primfunc("float64").params)
+    6
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def pad_fill(a: T.handle, o: T.handle, i: T.handle, s: T.handle, p: T.handle, size: T.int64):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        m = T.int64()
+        total = T.int64()
+        a_prime = T.match_buffer(a, (total,), dtype)
+        owner = T.match_buffer(o, (n,), "int64")
+        inner = T.match_buffer(i, (n,), "int64")
+        src = T.match_buffer(s, (m,), dtype)
+        pos = T.match_buffer(p, (n,), "int64")
+        for c in T.parallel((n + T.int64(_CHUNK_MIN) - 1) // T.int64(_CHUNK_MIN)):
+            for e in range(c * T.int64(_CHUNK_MIN), T.min((c + 1) * T.int64(_CHUNK_MIN), n)):
+                a_prime[owner[e] * size + inner[e]] = src[pos[e]]
+
+    return pad_fill
+
+
+# ----------------------------------------------------------------------------- calling the kernels
+
+def _kernel(name: str, make, target: Any = None):
+    from tvm_ext.kernel_cache import get_or_build
+
+    return get_or_build(("recipe_inspector", name), make, target)["main"]
+
+
+def _t(a: np.ndarray):
+    import tvm_ffi
+
+    return tvm_ffi.from_dlpack(a, require_alignment=0)
+
+
+def _threads() -> int:
+    from tvm_ext.target import num_threads
+
+    return max(int(num_threads()), 1)
+
+
+def stable_order(key: np.ndarray, total: int, *, target: Any = None
+                 ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(permutation, sorted key)`` of a stable sort of int64 ``key`` (values in ``[0, total)``),
+    or None when ``key`` is already sorted.  LSD radix sort, ``RADIX_BITS`` per compiled pass.
+
+    >>> stable_order(np.array([3, 1, 3, 0], dtype=np.int64), 4)[0].tolist()
+    [3, 1, 0, 2]
+    """
+    n = key.size
+    if n < 2 or bool(np.all(key[1:] >= key[:-1])):
+        return None
+    bits = max(int(total - 1).bit_length(), 1)
+    passes = -(-bits // RADIX_BITS)
+    nchunk = max(1, min(_threads() * 4, n // _CHUNK_MIN))
+    hist = np.empty((nchunk, 1 << RADIX_BITS), dtype=np.int64)
+    k_a, i_a = np.array(key, dtype=np.int64), np.arange(n, dtype=np.int64)   # a copy: the passes write it
+    k_b, i_b = np.empty_like(k_a), np.empty_like(i_a)
+    run = _kernel("radix_pass", radix_pass_primfunc, target)
+    for p in range(passes):
+        run(_t(k_a), _t(i_a), _t(k_b), _t(i_b), _t(hist), p * RADIX_BITS)
+        k_a, k_b, i_a, i_b = k_b, k_a, i_b, i_a
+    return i_a, k_a
+
+
+def _gather(src: np.ndarray, idx: np.ndarray, target: Any) -> np.ndarray:
+    src = np.ascontiguousarray(src)
+    out = np.empty(idx.size, dtype=src.dtype)
+    if idx.size:
+        dt = src.dtype.name
+        _kernel(f"gather_{dt}", lambda: gather_primfunc(dt), target)(_t(src), _t(idx), _t(out))
+    return out
+
+
+class _SortedCoords(Mapping):
+    """The coordinates of a space in sorted ``order``, each level gathered (compiled) when first read."""
+
+    def __init__(self, coords: Mapping[str, np.ndarray], order: np.ndarray, target: Any):
+        self._coords, self._order, self._target, self._done = coords, order, target, {}
+
+    def __getitem__(self, level: str) -> np.ndarray:
+        if level not in self._done:
+            self._done[level] = _gather(self._coords[level], self._order, self._target)
+        return self._done[level]
+
+    def __iter__(self):
+        return iter(self._coords)
+
+    def __len__(self) -> int:
+        return len(self._coords)
+
+
+def _sorted_space(space: IterationSpace, order: np.ndarray | None, target: Any) -> IterationSpace:
+    if order is None:
+        return space
+    return dataclasses.replace(space, coords=_SortedCoords(space.coords, order, target),
+                               pos=_gather(space.pos, order, target))
+
+
+def _compiled_compact(space: IterationSpace, levels: str | Sequence[str], note: str,
+                      target: Any) -> Compaction | None:
+    """``transforms.compaction._compact`` with compiled kernels (None where the key overflows int64)."""
+    levels = _cmp._as_levels(levels)
+    outer, inner = _cmp._split_levels(space, levels)
+    n_outer = math.prod(space.extent(lv) for lv in outer)
+    if n_outer > _cmp._MAX_SLOTS:
+        raise ScheduleError(f"{note}: offset_index over {outer} would have {n_outer} entries")
+    total = math.prod(space.extent(lv) for lv in outer + levels)
+    key = _cmp._linear(space, outer + levels)
+    if key is None:
+        return None
+    sorted_ = stable_order(key, total, target=target)
+    order = None if sorted_ is None else sorted_[0]
+    unsorted = space
+    space = _sorted_space(space, order, target)
+    key = key if sorted_ is None else sorted_[1]
+    n = space.n
+    owner, starts = np.empty(n, np.int64), np.empty(n, np.int64)
+    offset, count = np.empty(n_outer + 1, np.int64), np.zeros(1, np.int64)
+    div = max(math.prod(space.extent(lv) for lv in levels), 1)
+    if n:
+        _kernel("group", group_primfunc, target)(_t(key), _t(owner), _t(starts), _t(offset), _t(count), div)
+    else:
+        offset[:] = 0
+    starts = starts[:int(count[0])]
+    every = starts.size == n
+    at = starts if order is None else _gather(order, starts, target)   # first entries, unsorted positions
+    explicit = {lv: space.coords[lv] if every else _gather(unsorted.coords[lv], at, target) for lv in levels}
+    return Compaction(space._with(note), levels, outer, inner, offset, explicit, owner)
+
+
+def compiled_compact(space: IterationSpace, levels: str | Sequence[str], *, target: Any = None) -> Compaction:
+    """``transforms.compact`` (§5.1.2) with the compiled count / prefix-sum / fill kernels.
+
+    >>> import scipy.sparse as sp
+    >>> from schedules.sparse.transforms import make_dense
+    >>> c = compiled_compact(make_dense(sp.csr_array([[1.0, 0.0], [2.0, 3.0]])), ("i", "k"))
+    >>> c.explicit_index["i"].tolist(), c.col_inv.tolist()
+    ([0, 1, 1], [0, 1, 2])
+    """
+    note = f"compact({', '.join(_cmp._as_levels(levels))})"
+    comp = _compiled_compact(space, levels, note, target)
+    return comp if comp is not None else _cmp._compact(space, levels, note)
+
+
+def compiled_compact_and_pad(space: IterationSpace, levels: str | Sequence[str], identity: Any = None,
+                             arrays: Sequence[str] = ("data",), *, target: Any = None) -> PaddedCompaction:
+    """``transforms.compact_and_pad`` (§5.1.3) with compiled kernels: same arrays, same checks.
+
+    The injectivity test is the numpy one (a strictly increasing slot array passes
+    it at once); the fill pass runs only once the slots are known to be distinct.
+
+    >>> import scipy.sparse as sp
+    >>> from schedules.sparse.transforms import make_dense, permute, tile
+    >>> s = tile(tile(make_dense(sp.csr_array([[1.0, 2.0], [0.0, 3.0]])), "i", 2), "k", 2)
+    >>> compiled_compact_and_pad(permute(s, ("ii", "kk", "i", "k")), "kk", identity=0.0).a_prime["data"].tolist()
+    [[[1.0, 2.0], [0.0, 3.0]]]
+    """
+    note = f"compact_and_pad({', '.join(_cmp._as_levels(levels))})"
+    idents = _cmp._identities(identity, arrays, note)
+    comp = _compiled_compact(space, levels, note, target)
+    if comp is None:
+        return _cmp.compact_and_pad(space, levels, identity=identity, arrays=arrays)
+    sp_, inner = comp.space, comp.inner
+    shape = tuple(sp_.extent(lv) for lv in inner)
+    size = math.prod(shape)
+    inner_key = _cmp._linear(sp_, inner) if inner else np.zeros(sp_.n, np.int64)
+    if inner_key is None:
+        raise ScheduleError(f"{note}: inner extents {shape} overflow")
+    total = comp.count * size
+    if total > _cmp._MAX_SLOTS:
+        raise ScheduleError(f"{note}: A_prime would have {total} slots for {sp_.n} entries "
+                            f"(limit {_cmp._MAX_SLOTS})")
+    slot = comp.owner * size + inner_key
+    _cmp._check_injective(sp_, slot, total, note, shape)
+    a_prime = {}
+    for name, ident in idents.items():
+        src = sp_.source.data if name == "data" else sp_.source.indices if name == "col" else None
+        if src is None:                      # "row": no source array to read through pos
+            vals, pos = sp_.values(name), np.arange(sp_.n, dtype=np.int64)
+        else:
+            vals, pos = np.ascontiguousarray(src), sp_.pos
+        buf = np.full(total, ident, dtype=vals.dtype)
+        if sp_.n:
+            dt = vals.dtype.name
+            _kernel(f"pad_fill_{dt}", lambda: pad_fill_primfunc(dt), target)(
+                _t(buf), _t(comp.owner), _t(np.ascontiguousarray(inner_key)), _t(vals), _t(pos), size)
+        a_prime[name] = buf.reshape((comp.count,) + shape)
+    fields_ = {f.name: getattr(comp, f.name) for f in dataclasses.fields(Compaction)}
+    return PaddedCompaction(**fields_, a_prime=a_prime, identity=idents, slot=slot, inner_shape=shape,
+                            segment_ptr=None, segment_extent=None)
+
+
+# ----------------------------------------------------------------------------- recipes
+
+@dataclass(frozen=True)
+class CompiledCompaction:
+    """A recipe's final ``Compact`` / ``CompactAndPad`` step whose inspector half runs compiled.
+
+    The executor half (``on_nest``, ``label``) is the wrapped step's, so the
+    recipe's key, loop nest and executor are unchanged.
+    """
+
+    step: Any
+    target: Any = None
+
+    @property
+    def label(self) -> str:
+        return self.step.label
+
+    def on_nest(self, nest):
+        return self.step.on_nest(nest)
+
+    def on_space(self, space, csr):
+        from schedules.sparse.recipes.steps import Compact, CompactAndPad
+
+        s = self.step
+        if isinstance(s, CompactAndPad):
+            ident = s.identity
+            if isinstance(ident, dict):
+                ident = {a: ident.get(a) for a in s.arrays}
+            return compiled_compact_and_pad(space, tuple(s.levels), identity=ident, arrays=tuple(s.arrays),
+                                            target=self.target)
+        if isinstance(s, Compact):
+            return compiled_compact(space, tuple(s.levels), target=self.target)
+        return s.on_space(space, csr)
+
+    def __str__(self) -> str:
+        return self.label
+
+
+def compiled_recipe(recipe: Any, target: Any = None) -> Any:
+    """``recipe`` with its final compaction run by the compiled kernels (a split recipe: each part's).
+
+    >>> import numpy as np, scipy.sparse as sp
+    >>> from schedules.sparse.recipes.library import bcsr_recipe
+    >>> A = sp.random(40, 30, density=0.2, format="csr", random_state=0)
+    >>> a, b = bcsr_recipe(2, 2).inspect(A), compiled_recipe(bcsr_recipe(2, 2)).inspect(A)
+    >>> all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
+    True
+    """
+    from schedules.sparse.recipes.split import SplitRecipe
+
+    if isinstance(recipe, SplitRecipe):
+        return dataclasses.replace(recipe, parts=tuple(compiled_recipe(r, target) for r in recipe.parts))
+    if not recipe.steps or isinstance(recipe.steps[-1], CompiledCompaction):
+        return recipe
+    return dataclasses.replace(recipe, steps=recipe.steps[:-1] + (CompiledCompaction(recipe.steps[-1], target),))
