@@ -27,7 +27,18 @@ from schedules.fusion import (
 from schedules.fusion.builders import HPC_LIKE_CHAIN, NN_LIKE_CHAIN
 from schedules.fusion.sram import SramModel, split_words
 from schedules.fusion.tiling import df_partitions, hops, mesh_shape, tree_links
-from schedules.fusion.traffic_model import ASSUMPTIONS, PAPER_GEOMEAN, PAPER_RANGE, fit_ratio_floor, op_extra_words
+from schedules.fusion.traffic_model import (
+    ASSUMPTIONS,
+    PAPER_GEOMEAN,
+    PAPER_RANGE,
+    cg_traffic_dag,
+    fit_ratio_floor,
+    op_extra_words,
+    seq_loop_orders,
+    seq_steps,
+    simulate_steps,
+    transposed_operands,
+)
 from tvm_ext.cli.main import main
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import GOGETA_TABLE2
@@ -144,6 +155,7 @@ def test_fig10_sweep_ordering_ideal_gogeta_seqflex(sweep):
         assert r["Ideal"] <= r["SEQ-Overflow"] <= r["SEQ-Flex"], r
         assert r["GOGETA-map"] <= r["SEQ-Overflow"] * (1 + 1e-12), r
         assert r["GOGETA-df"] <= r["SEQ-Overflow"] * (1 + 1e-4), r  # one SRAM pool (§5.3); 16 integer slices
+        assert r["SEQ-Flex"] >= r["SEQ-Overflow"] >= r["GOGETA-df"] * (1 - 1e-4) >= r["Ideal"] * (1 - 1e-4), r
         assert r["GOGETA-df"] == pytest.approx(r["GOGETA-map"], rel=0.01), r
         if r["SEQ-Overflow"] > 1.01 * r["Ideal"]:  # §6.2.1's "clear downward trend" where not all fits
             assert r["SEQ-Flex"] > r["SEQ-Overflow"] and r["GOGETA-map"] < r["SEQ-Overflow"], r
@@ -174,29 +186,62 @@ def test_traffic_never_grows_with_sram():
             prev = cur
 
 
+#: Fig. 10 tolerances.  The paper prints only the geomean (6.7x) and the range (1.18x-23.7x) of its 36 points,
+#: so the geomean is held to 10% (ours 7.08x: Barth5's three fitting N=8/16 points, which the paper does not
+#: name as reaching Ideal, lift it), the low end to 0.02x, and the high end to 1% at the points the paper says
+#: reach Ideal (aft02 and nasa4704 at 4/16 MB); Barth5's fitting points may exceed it by at most 15% (27.0x).
+GEOMEAN_TOL, MAX_TOL, BARTH5_MAX = 0.10, 0.01, 1.15
+
+
 def test_geomean_reduction_against_the_paper(sweep):
     g = geomean_reduction(sweep)
-    assert g["points"] == 36 and g["min"] >= 1.0 and g["min"] <= g["geomean"] <= g["max"]
-    # above the paper's 6.7x, by the points where everything fits (next test)
-    assert PAPER_GEOMEAN <= g["geomean"] < PAPER_GEOMEAN * 1.25
+    assert g["points"] == 36 and g["min"] <= g["geomean"] <= g["max"]
+    assert g["geomean"] == pytest.approx(PAPER_GEOMEAN, rel=GEOMEAN_TOL)
     assert g["min"] == pytest.approx(PAPER_RANGE[0], abs=0.02)  # ecology1, N=1, 1 MB: the paper's low end
-    spill = [r for r in sweep if r["GOGETA-map"] > 1.01 * r["Ideal"]]
-    assert len(spill) >= 15
-    assert all(PAPER_RANGE[0] * 0.98 <= r["reduction"] <= PAPER_RANGE[1] for r in spill)  # the paper's range
+    named = [r for r in sweep if r["workload"] in ("aft02", "nasa4704") and r["sram_mb"] >= 4]
+    assert max(r["reduction"] for r in named) == pytest.approx(PAPER_RANGE[1], rel=MAX_TOL)  # aft02 N=16
+    over = [r for r in sweep if r["reduction"] > PAPER_RANGE[1] * (1 + MAX_TOL)]
+    assert {r["workload"] for r in over} <= {"Barth5"} and g["max"] <= PAPER_RANGE[1] * BARTH5_MAX
+    assert all(r["GOGETA-map"] == pytest.approx(r["Ideal"]) for r in over)  # the exception: fits in our SRAM
     with pytest.raises(InputError):
         geomean_reduction([])
 
 
-def test_paper_maximum_is_below_the_op_by_op_floor_where_everything_fits(sweep):
-    """Where all tensors fit, GOGETA = Ideal and SEQ-Flex/Ideal >= fit_ratio_floor; for Barth5 at N=16
-    that floor already exceeds the paper's 23.7x maximum, so the paper cannot have GOGETA at Ideal there."""
+def test_fig10_live_out_is_the_loop_state():
+    """The window's loop state (X, R, P, Γ) ends in DRAM; with X alone the maximum is far above the paper's."""
+    dag = cg_traffic_dag("aft02", 16, iters=10)
+    assert dag.outputs == ["X10", "R10", "P10", "Gamma10"]
+    w = GOGETA_TABLE2["aft02"]
+    a, v = 2 * w.nnz + w.M, w.M * 16
+    arch = TrafficArch.table4(4)
+    assert dram_traffic(dag, "Ideal", arch).words == a + 5 * v + 16 * 16
+    assert dram_traffic(dag, "GOGETA-map", arch).words == a + 5 * v + 16 * 16  # everything fits
+    solution = fig10_sweep(["aft02"], [16], [4], live_out="solution")[0]
+    assert solution["reduction"] > 1.3 * PAPER_RANGE[1]
     w = GOGETA_TABLE2["Barth5"]
-    assert fit_ratio_floor(w.M, 16, w.nnz) > PAPER_RANGE[1]
-    for r in sweep:
-        t = GOGETA_TABLE2[r["workload"]]
-        assert r["reduction"] >= fit_ratio_floor(t.M, r["N"], t.nnz) * 0.999 or r["GOGETA-map"] > 1.01 * r["Ideal"]
-    fits = [r for r in sweep if r["workload"] == "Barth5" and r["N"] == 16 and r["sram_mb"] == 16]
-    assert fits[0]["GOGETA-map"] == pytest.approx(fits[0]["Ideal"]) and fits[0]["reduction"] > PAPER_RANGE[1]
+    assert fit_ratio_floor(w.M, 16, w.nnz, live_out="solution") > PAPER_RANGE[1] > fit_ratio_floor(w.M, 16, w.nnz)
+    with pytest.raises(ConfigError):
+        cg_traffic_dag("aft02", 8, live_out="everything")
+    with pytest.raises(InputError):
+        cg_traffic_dag("cora", 8)
+
+
+def test_seq_overflow_stages_transposes_gogeta_reads_the_same_tensor():
+    """§6.2.1: GOGETA beats SEQ-Overflow "due to the ability to use the same tensor for transpose"."""
+    dag = block_cg_dag(1, 1000, 4, 5000)
+    assert {op.name: transposed_operands(dag, op) for op in dag.ops if transposed_operands(dag, op)} == {
+        "Gamma0": ("R0",), "Delta1": ("R0",), "Gamma1": ("R1",)}
+    assert transposed_operands(dag, "S1") == () and transposed_operands(dag, "X1") == ()
+    # Barth5, N=16, 4 MB: the resident heads of P and R leave no room for their transposed copies
+    r = fig10_sweep(["Barth5"], [16], [4])[0]
+    assert r["SEQ-Overflow"] > 3 * r["GOGETA-df"]
+    w = GOGETA_TABLE2["Barth5"]
+    dag = cg_traffic_dag("Barth5", 16)
+    plain = simulate_steps(dag, seq_steps(dag), TrafficArch.table4(4).sram_words, "fifo", seq_loop_orders(dag))
+    staged = simulate_steps(dag, seq_steps(dag), TrafficArch.table4(4).sram_words, "fifo", seq_loop_orders(dag),
+                            transpose_copies=True)
+    assert sum(staged) > sum(plain) and sum(staged) <= dram_traffic(dag, "SEQ-Flex", TrafficArch.table4(4)).words
+    assert w.M * 16 <= (sum(staged) - sum(plain)) / 10  # at least one M x N copy spills per iteration
 
 
 def test_fig11_gcn_like_the_paper():

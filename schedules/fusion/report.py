@@ -9,7 +9,6 @@ True
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Iterable, Sequence
 
@@ -20,16 +19,17 @@ from schedules.fusion.traffic_model import (
     CONFIGS,
     GCN_WORKLOADS,
     PAPER_GEOMEAN,
+    PAPER_IDEAL_SRAM_MB,
+    PAPER_IDEAL_WORKLOADS,
     PAPER_RANGE,
     fig10_sweep,
     fig11_gcn,
     fig12_noc,
-    fit_ratio_floor,
     geomean_reduction,
 )
 from tvm_ext.errors import ConfigError
 from tvm_ext.markdown import table
-from tvm_ext.workloads import GOGETA_TABLE2, GOGETA_TABLE4
+from tvm_ext.workloads import GOGETA_TABLE4
 
 __all__ = ["fusion_report", "render_fig10", "render_fig11", "render_fig12", "render_table1",
            "paper_differences", "write_plots"]
@@ -75,40 +75,35 @@ def render_table1(t1: dict) -> str:
                   "AI gain, similar sizes", "AI gain, N -> inf", "formulas = paper"], rows) + "\n" + note
 
 
-def _floor(row: dict) -> float:
-    w = GOGETA_TABLE2[row["workload"]]
-    return fit_ratio_floor(w.M, row["N"], w.nnz)
-
-
-def _nnz_per_row(name: str) -> float:
-    w = GOGETA_TABLE2[name]
-    return w.nnz / w.M
-
-
 def paper_differences(fig10: Sequence[dict], geo: dict) -> list[str]:
     """Where the model's numbers differ from the paper's, and why (computed from this run)."""
     out = []
     lo, hi = PAPER_RANGE
-    fits = [r for r in fig10 if math.isclose(r["GOGETA-map"], r["Ideal"], rel_tol=1e-9)]
     out.append(f"Geomean {geo['geomean']:.2f}x over {geo['points']} points vs the paper's {PAPER_GEOMEAN}x; "
                f"range {geo['min']:.2f}x-{geo['max']:.1f}x vs {lo}x-{hi}x.")
-    if fits:
-        top = max(fits, key=lambda r: r["reduction"])
-        out.append(f"The high end comes from the {len(fits)} points where GOGETA-map reaches Ideal (the whole "
-                   f"working set fits; largest: {top['workload']} N={top['N']} {top['sram_mb']} MB, "
-                   f"{top['reduction']:.1f}x).  There the ratio is SEQ-Flex's op-by-op count (per CG iteration "
-                   "A + 14*M*N words: 10 M x N reads and 4 writes) over inputs and output once (A + 3*M*N), "
-                   f"so it grows towards 14*iters/3 as the matrix gets sparser ({top['workload']} has "
-                   f"{_nnz_per_row(top['workload']):.1f} non-zeros per row).  The paper caps at 23.7x, which needs roughly half as many vector transfers per "
-                   "iteration in its SEQ-Flex, or a larger Ideal; Fig. 10 does not give its accounting, so we "
-                   "keep the one stated in the assumptions.  Even an op-by-op schedule that writes and reads "
-                   "each of S, X, R, P only once per iteration stays above fit_ratio_floor, "
-                   f"{max(_floor(r) for r in fits):.1f}x at the worst of these points.")
+    named = [r for r in fig10 if r["workload"] in PAPER_IDEAL_WORKLOADS and r["sram_mb"] in PAPER_IDEAL_SRAM_MB]
+    if named:
+        top = max(named, key=lambda r: r["reduction"])
+        out.append(f"The high end: at the points the paper says reach Ideal ({', '.join(PAPER_IDEAL_WORKLOADS)} at "
+                   f"{'/'.join(map(str, PAPER_IDEAL_SRAM_MB))} MB) the largest reduction is {top['reduction']:.2f}x "
+                   f"({top['workload']} N={top['N']}), the paper's {hi}x, because the 10 iterations are a window of "
+                   "the while loop: its state (X, R, P, Gamma) ends in DRAM, so Ideal is A + B + X0 + X + R + P.  "
+                   "Counting X alone as the output gives up to 42x.")
+    over = [r for r in fig10 if r["reduction"] > hi * 1.01]
+    if over:
+        out.append("Above the paper's maximum: " + ", ".join(
+            f"{r['workload']} N={r['N']} {r['sram_mb']} MB ({r['reduction']:.1f}x)" for r in over)
+            + ": every tensor fits this model's SRAM there, so GOGETA costs Ideal; the paper names only "
+              "aft02 and nasa4704 as reaching Ideal, and these points lift the geomean above 6.7x.")
     low = min(fig10, key=lambda r: r["reduction"])
     out.append(f"The low end ({low['workload']} N={low['N']} {low['sram_mb']} MB: {low['reduction']:.2f}x) is "
                "where nothing fits and only fusion saves traffic: S streams into Delta and R into Gamma "
                "(each still written back for its later reader), and P is read once for S = A*P and "
                "Delta = P'S.  The paper reports 18-30% for ecology1 at small SRAM.")
+    out.append("SEQ-Overflow vs GOGETA at fitting sizes: SEQ-Overflow stages a transposed copy of P and R in "
+               "free SRAM for Delta = P'S and Gamma = R'R; where the copy fits it costs no DRAM words (so the "
+               "two are equal there, where the paper draws GOGETA slightly lower), where it does not (Barth5 "
+               "N=16, 4 MB) SEQ-Overflow pays several times GOGETA's traffic.")
     out.append("GOGETA-df and GOGETA-map: the paper separates them by NoC traffic (Fig. 12); in this model df "
                "writes each op's output into its own clusters' SRAM slices first and spills into the others, "
                "so the two differ in NoC traffic and by rounding in DRAM traffic.")

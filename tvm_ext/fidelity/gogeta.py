@@ -35,35 +35,41 @@ PAPER = {
 
 
 def _fig10(rows: list[dict], geo: dict) -> list[ClaimResult]:
-    from schedules.fusion.traffic_model import fit_ratio_floor
-    from tvm_ext.workloads import GOGETA_TABLE2
+    from schedules.fusion.traffic_model import PAPER_IDEAL_SRAM_MB, PAPER_IDEAL_WORKLOADS, ordering_holds
 
-    fits = [r for r in rows if math.isclose(r["GOGETA-map"], r["Ideal"], rel_tol=1e-9)]
-    floor = max((fit_ratio_floor(GOGETA_TABLE2[r["workload"]].M, r["N"], GOGETA_TABLE2[r["workload"]].nnz)
-                 for r in fits), default=float("nan"))
+    over = [r for r in rows if r["reduction"] > PAPER["fig10_max"] * 1.01]
+    over_text = ", ".join(f"{r['workload']} N={r['N']} {r['sram_mb']} MB" for r in over)
+    named = [r for r in rows if r["workload"] in PAPER_IDEAL_WORKLOADS and r["sram_mb"] in PAPER_IDEAL_SRAM_MB]
     top = max(rows, key=lambda r: r["reduction"])
     low = min(rows, key=lambda r: r["reduction"])
-    ge = lambda a, b: a >= b * (1 - 1e-4)  # noqa: E731 - equal up to the model's word rounding
-    order = sum(ge(r["SEQ-Flex"], r["SEQ-Overflow"]) and ge(r["SEQ-Overflow"], r["GOGETA-df"])
-                and ge(r["GOGETA-df"], r["Ideal"]) for r in rows)
-    return [
+    order = sum(ordering_holds(r) for r in rows)
+    out = [
         compare(P, "Fig. 10: geomean DRAM-traffic reduction, GOGETA-map vs SEQ-Flex", "§6.2.1, Fig. 10",
-                PAPER["fig10_geomean"], geo["geomean"], unit="x",
-                reason=f"{len(fits)} of {geo['points']} points fit the SRAM, where SEQ-Flex's op-by-op count "
-                       "(A + 14·M·N words per iteration) over Ideal is large; the paper does not give its "
-                       "SEQ-Flex accounting"),
+                PAPER["fig10_geomean"], geo["geomean"], tolerance=0.10, unit="x",
+                reason="the 10 iterations are a window of the while loop, so the loop state (X, R, P, Γ) ends "
+                       "in DRAM; " + (f"{len(over)} fitting Barth5 points ({over_text}) reach Ideal here and "
+                                      "lift the geomean" if over else "every point is in the paper's range")),
         compare(P, "Fig. 10: smallest reduction", "§6.2.1", PAPER["fig10_min"], geo["min"], unit="x",
                 reason=f"{low['workload']} N={low['N']} {low['sram_mb']} MB: nothing fits, only pipelining saves "
                        "traffic, as in the paper"),
+    ]
+    if named:
+        best = max(named, key=lambda r: r["reduction"])
+        out.append(compare(P, "Fig. 10: reduction at the points where the paper says GOGETA reaches Ideal, largest",
+                           "§6.2.1 (aft02, nasa4704 at 4/16 MB)", PAPER["fig10_max"], best["reduction"],
+                           tolerance=0.01, unit="x",
+                           reason=f"{best['workload']} N={best['N']}: SEQ-Flex's 14 M x N transfers per "
+                                  "iteration over Ideal = A + B + X0 + X + R + P"))
+    out += [
         compare(P, "Fig. 10: largest reduction", "§6.2.1", PAPER["fig10_max"], geo["max"], unit="x",
-                reason=f"{top['workload']} N={top['N']} {top['sram_mb']} MB fits the SRAM; any op-by-op schedule "
-                       f"costs at least fit_ratio_floor ({floor:.1f}x at the worst fitting point) there, above "
-                       "the paper's maximum"),
+                reason=f"{top['workload']} N={top['N']} {top['sram_mb']} MB fits this model's SRAM, so GOGETA "
+                       "costs Ideal; the paper names only aft02 and nasa4704 as reaching Ideal"),
         holds(P, "Fig. 10: SEQ-Flex ≥ SEQ-Overflow ≥ GOGETA-df ≥ Ideal at every point", "§6.2.1 ('clear "
               "downward trend')", "every point", order == len(rows), f"{order}/{len(rows)} points",
               reason="GOGETA-df spills into other clusters' SRAM slices (one pool, §5.3), so it is never above "
-                     "Overflow (within 0.01%: word rounding)"),
+                     "Overflow (within 0.01%: word rounding); Overflow stages transposed copies of P and R"),
     ]
+    return out
 
 
 def _ecology1(rows: list[dict]) -> ClaimResult:
