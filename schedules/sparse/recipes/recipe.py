@@ -184,6 +184,13 @@ class Recipe:
         return s_tir.Schedule(self.naive_executor(dtype, kind))
 
     # ------------------------------------------------------------------ inspector side
+    def inspector(self, kind: str = "auto", *, target: Any = None):
+        """The inspector: compiled TIR (``"tir"``), numpy (``"numpy"``) or the faster, measured (``"auto"``);
+        see :class:`~.inspector_choice.RecipeInspector` (``insp(A)``, ``insp.last.explain()``)."""
+        from schedules.sparse.recipes.inspector_choice import RecipeInspector
+
+        return RecipeInspector(self, kind, target=target)
+
     def inspect(self, A: Any, *, dtype: Any = None) -> GeneratedFormat:
         """Run the steps on ``A``'s iteration space: the format's arrays and metadata."""
         from schedules.sparse import transforms as tf
