@@ -49,6 +49,12 @@ class _Spy:
         return self.result
 
 
+def _address(arg) -> int:
+    """Data address of an argument the VM function got: a numpy array (the hot path hands the caller's
+    array itself to the FFI call, which takes its DLPack view) or a TVM tensor."""
+    return arg.ctypes.data if isinstance(arg, np.ndarray) else arg.data_ptr()
+
+
 def _spy(model) -> _Spy:
     spy = _Spy(model._call.function)
     model._call.function = spy
@@ -75,7 +81,7 @@ def test_outputs_are_the_buffers_the_vm_wrote_and_inputs_are_read_in_place(mlp):
     assert is_aligned(x)
     (y,) = model(x)
     (arg,) = spy.args
-    assert arg.data_ptr() == x.ctypes.data  # the kernels read the caller's array
+    assert _address(arg) == x.ctypes.data  # the kernels read the caller's array
     assert y.ctypes.data == spy.result.data_ptr()  # the output is the VM's tensor, not a copy
     base = y
     while isinstance(base, np.ndarray) and base.base is not None:
@@ -86,13 +92,32 @@ def test_outputs_are_the_buffers_the_vm_wrote_and_inputs_are_read_in_place(mlp):
     assert model._call.aligned_copies == 0
 
 
+def test_the_ffi_views_a_numpy_argument_without_a_copy():
+    """A function returning its parameter gives back the caller's buffer: the numpy array handed to the
+    VM function crossed the FFI as a DLPack view, not a copy."""
+    import tvm
+    from tvm import relax
+
+    from tvm_ext.model_call import NumpyCall
+
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((5, 3), "float32"))
+    with bb.function("main", [a]):
+        bb.emit_func_output(a)
+    call = NumpyCall(relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu()), [("a", (5, 3), "float32")])
+    x = np.arange(15, dtype="float32").reshape(5, 3)
+    (y,) = call(x)
+    assert y.ctypes.data == x.ctypes.data
+    np.testing.assert_array_equal(y, x)
+
+
 def test_read_only_input_works_without_a_copy(mlp):
     proto, model = mlp
     spy = _spy(model)
     x = model.random_inputs(2)[0]
     x.flags.writeable = False
     (y,) = model(x)
-    assert spy.args[0].data_ptr() == x.ctypes.data
+    assert _address(spy.args[0]) == x.ctypes.data
     np.testing.assert_allclose(y, _ort(proto, np.array(x)), rtol=1e-4, atol=1e-4)
     assert not x.flags.writeable
 
@@ -130,7 +155,7 @@ def test_misaligned_input_is_read_in_place_and_the_result_is_right():
     (y,) = model(off, xb)
     np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)  # FMA rounds once
     assert model._call.aligned_copies == 0
-    assert spy.args[0].data_ptr() == off.ctypes.data and spy.args[1].data_ptr() == xb.ctypes.data
+    assert _address(spy.args[0]) == off.ctypes.data and _address(spy.args[1]) == xb.ctypes.data
 
 
 def test_misaligned_input_of_a_matmul_model_is_read_in_place(mlp):
@@ -138,7 +163,7 @@ def test_misaligned_input_of_a_matmul_model_is_read_in_place(mlp):
     spy = _spy(model)
     x = _off_by_16(model.random_inputs(7)[0])
     (y,) = model(x)
-    assert spy.args[0].data_ptr() == x.ctypes.data and model._call.aligned_copies == 0
+    assert _address(spy.args[0]) == x.ctypes.data and model._call.aligned_copies == 0
     np.testing.assert_allclose(y, _ort(proto, np.array(x)), rtol=1e-4, atol=1e-4)
 
 
@@ -152,7 +177,7 @@ def test_a_module_with_tvms_alignment_copies_a_misaligned_input_once():
     (y,) = model(off, xb)
     np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)
     assert model._call.aligned_copies == 1
-    assert spy.args[0].data_ptr() != off.ctypes.data and spy.args[1].data_ptr() == xb.ctypes.data
+    assert _address(spy.args[0]) != off.ctypes.data and _address(spy.args[1]) == xb.ctypes.data
 
 
 def test_an_output_the_caller_keeps_is_never_overwritten(mlp):

@@ -2,14 +2,16 @@
 
 :class:`NumpyCall` is what ``model(x)`` runs (:class:`tvm_ext.compile.CompiledModel`):
 
-* **inputs** go to the VM as DLPack views of the caller's arrays
-  (``tvm_ffi.from_dlpack``): the kernels read the numpy buffers in place.
-  Read-only arrays are viewed through a writable alias (a Relax function never
-  writes its parameters).
+* **inputs** go to the VM as DLPack views of the caller's arrays: the kernels
+  read the numpy buffers in place.  On the hot path the array itself is the
+  argument of the VM function, and the FFI call takes its DLPack view (no
+  Python-level tensor object per call); otherwise ``tvm_ffi.from_dlpack``
+  builds the view.  Read-only arrays are viewed through a writable alias (a
+  Relax function never writes its parameters).
 * **outputs** come back as ``np.from_dlpack`` views of the tensors the VM
   allocated and wrote; each array's ``base`` chain holds the tensor alive.
-* the checks on the hot path are O(1) per input (shape, dtype, contiguity and
-  alignment as DLPack reports them), against a plan of the parameters built
+* the checks on the hot path are O(1) per input (type, shape, dtype and one
+  test of numpy's flags word: contiguous, aligned, writable), against a plan of the parameters built
   once; only a call that fails one of them takes the slow path, which either
   raises one :class:`~tvm_ext.errors.InputError` naming the input with its
   expected shape and dtype, or fixes alignment.
@@ -74,6 +76,12 @@ def numpy_outputs(value: Any) -> list[np.ndarray]:
     return [np.asarray(value)]  # a shape or a scalar the function returns
 
 
+#: numpy's array flags (``ndarray.flags.num``, NPY_ARRAY_* of numpy's C API) an input needs to go to the
+#: VM function as it is: C_CONTIGUOUS (0x1) | ALIGNED (0x100, to its element) | WRITEABLE (0x400; numpy
+#: exports a read-only array through no DLPack version the FFI reads).
+_IN_PLACE = 0x1 | 0x100 | 0x400
+
+
 def _describe(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"shape {shape} {dtype.name}"
 
@@ -97,25 +105,34 @@ class NumpyCall:
         self.alignment = int(alignment)
         #: per parameter: (shape, dtype, the address alignment DLPack must check), built once
         self._plan = [(s, d, self.alignment or d.itemsize) for _, s, d in self.specs]
+        #: per parameter: (shape, dtype), what the hot path compares an input against
+        self._checks = [(s, d) for _, s, d in self.specs]
+        self._arity = len(self.specs)
         #: inputs copied because they were off the kernels' alignment (the only copies this path makes)
         self.aligned_copies = 0
         self._from_dlpack = tvm_ffi.from_dlpack
         self._tensor_type = type(tvm_ffi.from_dlpack(np.zeros(1, "float32")))  # what the VM returns
 
     def __call__(self, *inputs: Any, **named: Any) -> list[np.ndarray]:
-        """Run the function; the outputs as numpy arrays over the VM's own buffers."""
-        if named or len(inputs) != len(self._plan):
+        """Run the function; the outputs as numpy arrays over the VM's own buffers.
+
+        Hot path (element-aligned kernels): each input that is an ndarray of the planned shape and
+        dtype, C-contiguous, element-aligned and writable goes to the VM function as it is; the FFI
+        call views it through DLPack (no copy, no Python-level tensor object).  Anything else takes
+        :meth:`tensors`, which raises the one clear error or builds the view (read-only arrays,
+        alignment copies).
+        """
+        if named or len(inputs) != self._arity:
             inputs = self._arrange(inputs, named)
-        from_dlpack, args = self._from_dlpack, []
-        for (shape, dtype, align), a in zip(self._plan, inputs):
-            if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype:
-                try:  # from_dlpack checks contiguity and alignment; read-only arrays raise BufferError
-                    args.append(from_dlpack(a, require_alignment=align, require_contiguous=True))
-                    continue
-                except (ValueError, BufferError, RuntimeError):
-                    pass
-            args.append(self._slow_input(len(args), a))
-        out = self.function(*args)
+        if self.alignment:
+            inputs = self.tensors(inputs)
+        else:
+            for (shape, dtype), a in zip(self._checks, inputs):
+                if not (type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
+                        and a.flags.num & _IN_PLACE == _IN_PLACE):
+                    inputs = self.tensors(inputs)
+                    break
+        out = self.function(*inputs)
         if type(out) is self._tensor_type:  # one output: the common case, without the generic walk
             return [np.from_dlpack(out)]
         return numpy_outputs(out)
@@ -127,7 +144,7 @@ class NumpyCall:
         from_dlpack, out = self._from_dlpack, []
         for (shape, dtype, align), a in zip(self._plan, inputs):
             if type(a) is np.ndarray and a.shape == shape and a.dtype == dtype:
-                try:
+                try:  # from_dlpack checks contiguity and alignment; read-only arrays raise BufferError
                     out.append(from_dlpack(a, require_alignment=align, require_contiguous=True))
                     continue
                 except (ValueError, BufferError, RuntimeError):
