@@ -4,16 +4,18 @@ Every runtime is timed the way users call it, ``outputs = run(x)`` on numpy
 arrays (64-byte-aligned inputs, so ``model(x)`` takes no copy), in one run:
 
 * **ours**: ``tvm_ext.compile(mod)`` then ``model(x)``; also the VM alone
-  (``time_evaluator``), and the call overhead in µs: ``model(x)`` against the
-  VM function called from Python on prepared TVM tensors, the two taking turns
-  (:func:`call_overhead_us`; the difference to ``time_evaluator`` mixes two
-  timers and the load of the moment); and ``ours_unaligned_ms``, the call on
+  (``ours_vm_ms``: the VM function called from Python on prepared TVM
+  tensors, timed in the same turns as ``model(x)``; ``ours_te_ms``: TVM's
+  ``time_evaluator``, after the other runtimes' threads parked), and the call
+  overhead in µs: ``model(x)`` against the VM function on prepared tensors,
+  paired call by call (:func:`call_overhead_us`, the median of the per-pair
+  differences); and ``ours_unaligned_ms``, the call on
   inputs 16 bytes off a 64-byte boundary (where numpy often allocates), which
   ``model(x)`` reads in place (its kernels declare element-aligned parameters);
 * **ort**: ONNX Runtime, CPU execution provider, ``intra_op_num_threads`` =
-  ``--threads``, ``inter_op`` 1, on the same ONNX graph.  Ours and ORT take
-  three turns each (:func:`separate_turns`, best kept), every turn after the
-  previous runtime's worker threads have parked: two thread pools interleaved
+  ``--threads``, ``inter_op`` 1, on the same ONNX graph.  Ours (and our VM
+  alone) and ORT take three turns each (:func:`separate_turns`, best kept),
+  every turn after the previous runtime's worker threads have parked: two thread pools interleaved
   call by call on two cores slow each other by up to 6x, which measures their
   interference, not either runtime;
 * **openvino**: OpenVINO's CPU plugin on the same ONNX graph (f32);
@@ -53,7 +55,7 @@ from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomea
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
-           "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
+           "ours_te_ms", "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
 #: Ratio columns: peer time / our time at the call (above 1: we are faster).
 RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
           "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
@@ -176,25 +178,50 @@ def separate_turns(calls: dict[str, Callable[[], Any] | None], timing: dict, *, 
     return best
 
 
-def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, rounds: int = 7, min_loop_s: float = 0.02) -> float:
+def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 1.0, min_pairs: int = 40,
+                     max_pairs: int = 20000) -> float:
     """Microseconds ``model(*xs)`` takes over its VM function called on prepared TVM tensors.
 
-    The two run in alternating loops of the same length (a burst of other load
-    falls on both); each side's fastest loop is kept.
+    Paired call by call: each pair runs ``model(*xs)`` and the VM function once each (the order
+    alternating between pairs), each call timed on its own; the result is the median of the
+    per-pair differences.  A burst of other load lasts longer than a pair, so it falls on both
+    calls of most pairs, and the median drops the pairs it split.  (Differences of two loops'
+    best times, as before, read noise of about 2% of the model's time: +-70 us on a 3.6 ms model.)
+    ``budget_s``: seconds of pairs to run (at least ``min_pairs``, at most ``max_pairs``).
+
+    >>> class M:  # a model whose call costs a sleep more than its VM function
+    ...     vm = {"main": lambda: None}
+    ...     def _tensors(self, xs): return []
+    ...     def __call__(self): time.sleep(2e-4)
+    >>> 150 < call_overhead_us(M(), [], budget_s=0.02, min_pairs=20) < 5000
+    True
     """
     vm_main, tensors = model.vm["main"], model._tensors(xs)
-    calls = (lambda: model(*xs), lambda: vm_main(*tensors))
-    t0 = time.perf_counter()
-    calls[0]()
-    n = max(1, int(min_loop_s / max(time.perf_counter() - t0, 1e-7)))
-    best = [float("inf"), float("inf")]
-    for _ in range(rounds):
-        for side, fn in enumerate(calls):
-            t0 = time.perf_counter()
-            for _ in range(n):
-                fn()
-            best[side] = min(best[side], (time.perf_counter() - t0) / n)
-    return 1e6 * (best[0] - best[1])
+    clock = time.perf_counter_ns
+    for _ in range(2):  # warm: pooled buffers mapped, caches and branch predictors primed
+        model(*xs)
+        vm_main(*tensors)
+    t0 = clock()
+    model(*xs)
+    vm_main(*tensors)
+    pairs = int(min(max_pairs, max(min_pairs, budget_s * 1e9 / max(clock() - t0, 1))))
+    diffs = []
+    for i in range(pairs):
+        if i & 1:
+            t0 = clock()
+            vm_main(*tensors)
+            t1 = clock()
+            model(*xs)
+            t2 = clock()
+            diffs.append((t2 - t1) - (t1 - t0))
+        else:
+            t0 = clock()
+            model(*xs)
+            t1 = clock()
+            vm_main(*tensors)
+            t2 = clock()
+            diffs.append((t1 - t0) - (t2 - t1))
+    return float(np.median(diffs)) / 1e3
 
 
 def _off_by_16(a: np.ndarray) -> np.ndarray:
@@ -256,9 +283,12 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
     ref = (ort or ort_runner(case.onnx, args.threads))(*xs) if case.reference == "ort" else \
         torch_runner(case.torch_module, xs, threads=args.threads)(*xs)
     row["max_rel_err"] = tc.max_rel_err(outs, ref)
-    best = separate_turns({"ours_ms": lambda: model(*xs), "ort_ms": ort and (lambda: ort(*xs))}, timing)
+    vm_main, tensors = model.vm["main"], model._tensors(xs)
+    best = separate_turns({"ours_ms": lambda: model(*xs), "ours_vm_ms": lambda: vm_main(*tensors),
+                           "ort_ms": ort and (lambda: ort(*xs))}, timing)
     row.update({k: _ms(v) for k, v in best.items()})
-    row["ours_vm_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
+    settle()  # ONNX Runtime's workers park first: they spin on the two cores the VM's threads need
+    row["ours_te_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
     row["overhead_us"] = call_overhead_us(model, xs)
     row["aligned_copies"] = model._call.aligned_copies
     misaligned = [_off_by_16(a) for a in xs]  # where numpy's own allocator often puts an array

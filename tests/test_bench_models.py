@@ -24,7 +24,7 @@ def test_models_bench_quick_writes_rows_with_peers_and_overhead(tmp_path, monkey
     assert [r["model"] for r in rows] == ["mlp-512"]
     r = rows[0]
     assert r["max_rel_err"] < 1e-4  # checked against ONNX Runtime on the same graph
-    assert r["ours_ms"] > 0 and r["ours_vm_ms"] > 0 and r["ort_ms"] > 0 and r["torch_ms"] > 0
+    assert r["ours_ms"] > 0 and r["ours_vm_ms"] > 0 and r["ours_te_ms"] > 0 and r["ort_ms"] > 0 and r["torch_ms"] > 0
     # model(x) over the VM called on prepared tensors: a few us here; the bound leaves room for a loaded machine
     assert abs(r["overhead_us"]) < 1e3
     assert r["aligned_copies"] == 0 and r["ours_unaligned_ms"] > 0  # aligned inputs: no copy at the call
