@@ -401,6 +401,64 @@ def target_variants(tgt) -> tuple[dict[str, Any], ...]:
     return VARIANTS[1:] + extra
 
 
+#: Loop order that keeps a micro-kernel's A tile in L1 and walks every panel of B under it (``outer="kernel"``).
+KERNEL_ORDER: dict[str, Any] = {"outer": "kernel"}
+
+
+def _reduction_operand_bytes(func) -> int | None:
+    """Bytes of the B operand (``K x N``) of ``func``'s first reduction block, or None when it has none.
+
+    ``K`` is the product of the block's reduction extents (a convolution's window times its input
+    channels), ``N`` the extent of its last spatial iter (the unit-stride output axis the micro-kernel
+    vectorises: a convolution's output channels, a matmul's columns).
+    """
+    from tvm import s_tir
+
+    sch = s_tir.Schedule(func)
+    for b in _root_blocks(sch):
+        blk = sch.get(b)
+        kinds = _iter_kinds(sch, b)
+        if "R" not in kinds or "S" not in kinds:
+            continue
+        try:
+            k = int(np.prod([int(iv.dom.extent) for iv, t in zip(blk.iter_vars, kinds) if t == "R"]))
+            n = int([iv.dom.extent for iv, t in zip(blk.iter_vars, kinds) if t == "S"][-1])
+        except (TypeError, ValueError):
+            return None
+        return k * n * np.dtype(str(blk.writes[0].source.dtype)).itemsize
+    return None
+
+
+def loop_order_variants(func, tgt) -> tuple[dict[str, Any], ...]:
+    """Kernel-order variants of the default and the register-file tile where ``func``'s whole B operand
+    fits in half of one core's L2.
+
+    The packed-panel order (the default once B is packed) sweeps all of A once per panel of B: right
+    when B is too big to stay in cache.  When all of B stays in L2 (a ResNet 1x1 convolution's
+    64 x 256 weight), walking every panel under one A tile reads A once and writes whole output rows;
+    on a short reduction (K = 64) this is what keeps the stores from dominating.
+
+    >>> from tvm import te
+    >>> from tvm_ext.target import resolve_target
+    >>> x = te.placeholder((64, 64), name="x"); w = te.placeholder((64, 256), name="w")
+    >>> k = te.reduce_axis((0, 64), "k")
+    >>> y = te.compute((64, 256), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="y")
+    >>> loop_order_variants(te.create_prim_func([x, w, y]), resolve_target({"kind": "llvm", "mcpu": "haswell"}))
+    ({'outer': 'kernel'},)
+    """
+    from tvm_ext.target import hardware_facts
+
+    facts = hardware_facts(tgt)
+    size = _reduction_operand_bytes(func)
+    if size is None or size > facts.l2_bytes // 2:
+        return ()
+    out: tuple[dict[str, Any], ...] = (dict(KERNEL_ORDER),)
+    rows = register_file_rows(facts)
+    if rows > facts.accumulator_registers // 2:
+        out += ({"tiles": {"rows": rows, "vector": 2 * facts.lanes("float32")}, **KERNEL_ORDER},)
+    return out
+
+
 def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
     """(schedule or None, emitted intrinsic per block, reason when nothing was tensorized).
 
@@ -588,7 +646,7 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
     variants = {"tensorized": (sch.mod["main"], "; ".join(emitted))}
     if tensorize == "always":
         return done(variants["tensorized"][0], KernelSchedule(name, "tensorized", variants["tensorized"][1]))
-    for knobs in target_variants(tgt):
+    for knobs in target_variants(tgt) + loop_order_variants(func, tgt):
         try:
             with tgt:
                 alt, alt_emitted, _ = tensorize_primfunc(func, **knobs)
