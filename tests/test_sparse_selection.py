@@ -190,8 +190,15 @@ def test_registered_loader_supplies_the_default_selector(monkeypatch):
 def test_dia_is_excluded_past_the_prefetch_stream_count():
     from tvm_ext.workloads import lap3d
 
-    choice = select_format(lap3d(12, points=27), n_cols=1, selector=AnalyticCostModel())
-    assert choice.format != "dia" and "27 occupied diagonals" in choice.excluded["dia"]
+    A = lap3d(12, points=27)
+    choice = select_format(A, n_cols=1, selector=AnalyticCostModel())
+    # the count stops past the stream count: "more than N" with N > 16
+    assert choice.format != "dia" and "occupied diagonals" in choice.excluded["dia"]
+    assert choice.excluded["dia"].startswith("more than ")
+    counted = sparse_features(A, diagonal_limit=64)  # a larger limit counts them all
+    assert counted["diagonals"] == 27 and counted["diagonals_exact"]
+    wide = AnalyticCostModel(max_dia_streams=32).choose(counted, 1)
+    assert "dia" not in wide.excluded or "27 occupied diagonals" not in wide.excluded["dia"]
     assert select_format(lap2d(60), n_cols=1, selector=AnalyticCostModel()).format == "dia"  # 5 diagonals
 
 

@@ -59,8 +59,8 @@ def load_native(source: str, *, user: str = "the point-to-point executor",
 
 def inspect_helpers() -> ctypes.CDLL | None:
     """The compiled inspector helpers (``csrc/tvmext_inspect.c``: the BCSR block-row passes,
-    the occupied-diagonal marks), argument types set; None without a C compiler (the
-    callers then use their numpy/scipy paths).
+    the occupied-diagonal marks, the sampled block counts), argument types set; None without a
+    C compiler (the callers then use their numpy/scipy paths).
 
     >>> lib = inspect_helpers()
     >>> lib is None or hasattr(lib, "tvmext_bcsr_count")
@@ -80,8 +80,10 @@ def inspect_helpers() -> ctypes.CDLL | None:
             lib.tvmext_bcsr_count.restype = ctypes.c_int  # 0, or -1 when it could not allocate its marks
             for fill in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64):
                 fill.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr]
-            lib.tvmext_mark_diagonals.argtypes = [i32, ptr, ptr, i64, i64, ptr, i64]
+            lib.tvmext_mark_diagonals.argtypes = [i32, ptr, ptr, i64, i64, ptr, i64, ptr]
             lib.tvmext_mark_diagonals.restype = i64  # diagonals marked first (stops past the limit)
+            lib.tvmext_sampled_block_counts.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, ptr, i32, ptr]
+            lib.tvmext_sampled_block_counts.restype = ctypes.c_int  # 0, or -1 without memory for its marks
             for fn in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64):
                 fn.restype = None
             lib._tvmext_typed = True

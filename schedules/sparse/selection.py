@@ -218,12 +218,14 @@ FILL_MIN_BLOCK_ROWS = 256
 
 #: The occupied-diagonal count stops past this many (``diagonals_exact`` is then False and
 #: ``diagonals`` the count found so far): DIA is a candidate only with at most
-#: ``max_dia_streams`` (16) diagonals, and a banded FEM matrix's hundreds of diagonals or a
-#: graph's hundred thousand would cost a full pass over the non-zeros to count.
-DIAGONAL_COUNT_LIMIT = 64
+#: ``max_dia_streams`` diagonals (:class:`AnalyticCostModel`'s default, 16), and counting
+#: further costs a full pass over the non-zeros (HPCG's 27 diagonals, a Q1 elasticity
+#: matrix's 17) where the pass otherwise stops within the first rows.  A selector that allows
+#: more streams takes features counted with ``sparse_features(A, diagonal_limit=...)``.
+DIAGONAL_COUNT_LIMIT = 16
 
 
-def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
+def sparse_features(A: Any, *, seed: int = 0, diagonal_limit: int = DIAGONAL_COUNT_LIMIT) -> dict[str, Any]:
     """Selector features of a matrix: :func:`matrix_stats`'s keys plus row lengths.
 
     The R x C block fill (R, C in :data:`SELECTOR_BLOCK_SIZES`) is estimated
@@ -231,10 +233,11 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     ``block_fill_bound`` (:func:`~tvm_ext.workloads.estimate_block_fill`).  The occupied
     diagonals come from one compiled pass over the non-zeros
     (:func:`~schedules.sparse.native.inspect_helpers`) that stops once it has
-    found more than :data:`DIAGONAL_COUNT_LIMIT` (``diagonals_exact`` says
-    whether it finished; :func:`matrix_stats` without a C compiler); when it
-    stops, the bandwidth comes from each row's first and last column.  ``_row_lengths``
-    (an array) rides along for exact SELL/HYB padding counts.
+    found more than ``diagonal_limit`` (``diagonals_exact`` says
+    whether it finished; :func:`matrix_stats` without a C compiler); the
+    bandwidth comes from each row's first and last column.  The sampled block
+    rows are counted by the compiled helper too (the numpy count without it).
+    ``_row_lengths`` (an array) rides along for exact SELL/HYB padding counts.
 
     >>> from tvm_ext.workloads import lap2d
     >>> f = sparse_features(lap2d(10))
@@ -242,13 +245,14 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     (5, 10, 1.0)
     """
     A = canonical_csr(A, allow_nan=True)
-    feats = _structure_stats(A)
+    feats = _structure_stats(A, diagonal_limit)
     if feats is None:  # no compiled helper: the stats module's numpy passes
         feats = matrix_stats(A, block_sizes=(1,), sample=True, symmetry=False, seed=seed,
                              sample_fraction=FILL_SAMPLE_FRACTION)
         feats["diagonals_exact"] = True
     est = estimate_block_fill(A, SELECTOR_BLOCK_SIZES, fraction=FILL_SAMPLE_FRACTION,
-                              min_block_rows=FILL_MIN_BLOCK_ROWS, seed=seed)
+                              min_block_rows=FILL_MIN_BLOCK_ROWS, seed=seed,
+                              count_blocks=_compiled_block_counter(A))
     feats["block_fill"] = est.fill
     feats["block_fill_bound"] = est.bound
     feats["block_fill_sampled"] = min(est.fraction.values(), default=1.0)
@@ -256,11 +260,36 @@ def sparse_features(A: Any, *, seed: int = 0) -> dict[str, Any]:
     return feats
 
 
-def _structure_stats(A: Any) -> dict[str, Any] | None:
+def _compiled_block_counter(A: Any) -> Callable[..., np.ndarray] | None:
+    """The sampled block count of :func:`~tvm_ext.workloads.estimate_block_fill` by the compiled
+    helper (``tvmext_sampled_block_counts``: one pass over each picked block row per block width,
+    with marks; the same counts as the numpy merge), or None without it or for 64-bit indices."""
+    from schedules.sparse.native import inspect_helpers
+
+    lib = inspect_helpers()
+    if lib is None or A.indices.dtype != np.int32 or max(A.shape) >= np.iinfo(np.int32).max:
+        return None
+
+    def count(indptr: np.ndarray, indices: np.ndarray, picked: np.ndarray, r: int, m: int, n_cols: int,
+              widths: Any) -> np.ndarray:
+        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
+        picked = np.ascontiguousarray(picked, dtype=np.int64)
+        w = np.ascontiguousarray(widths, dtype=np.int32)
+        out = np.empty((w.size, picked.size), dtype=np.int64)
+        if lib.tvmext_sampled_block_counts(int(r), int(m), int(n_cols), indptr.ctypes.data, indices.ctypes.data,
+                                           picked.ctypes.data, picked.size, w.ctypes.data, w.size,
+                                           out.ctypes.data):
+            raise MemoryError("sparse_features: the compiled block count could not allocate its column marks")
+        return out
+
+    return count
+
+
+def _structure_stats(A: Any, limit: int = DIAGONAL_COUNT_LIMIT) -> dict[str, Any] | None:
     """:func:`matrix_stats`'s shape, row-length and diagonal keys, the occupied diagonals
-    marked by the compiled helper on the host's threads (up to :data:`DIAGONAL_COUNT_LIMIT`,
-    ``diagonals_exact``), the bandwidth from the extreme marks (from the rows' first and last
-    columns when the count stopped); None without the helper."""
+    marked by the compiled helper on the host's threads (up to ``limit``,
+    ``diagonals_exact``), the bandwidth from every row's first and last column (the same pass);
+    None without the helper."""
     from schedules.sparse.inspectors import on_threads, row_ranges
     from schedules.sparse.native import inspect_helpers
 
@@ -272,23 +301,21 @@ def _structure_stats(A: Any) -> dict[str, Any] | None:
     ranges = row_ranges(A)
     marks = [np.zeros(max(m + n - 1, 1), dtype=np.uint8) for _ in ranges]
     found = np.zeros(len(ranges), dtype=np.int64)
+    extremes = np.zeros((len(ranges), 2), dtype=np.int64)
 
     def mark(t: int, a: int, b: int) -> None:
         found[t] = lib.tvmext_mark_diagonals(m, A.indptr.ctypes.data, A.indices.ctypes.data, a, b,
-                                             marks[t].ctypes.data, DIAGONAL_COUNT_LIMIT)
+                                             marks[t].ctypes.data, int(limit), extremes[t].ctypes.data)
 
     on_threads([lambda t=t, a=a, b=b: mark(t, a, b) for t, (a, b) in enumerate(ranges)])
-    exact = bool(found.max(initial=0) <= DIAGONAL_COUNT_LIMIT)
+    exact = bool(found.max(initial=0) <= limit)
     for mk in marks[1:]:
-        marks[0] |= mk
-    occupied = np.flatnonzero(marks[0]) if A.nnz else np.zeros(0, np.int64)
-    n_diag = int(occupied.size)
-    if exact or not A.nnz:  # the extreme offsets are the first and last occupied diagonals
-        lo_off, hi_off = (int(occupied[0]) - (m - 1), int(occupied[-1]) - (m - 1)) if n_diag else (0, 0)
-    else:  # sorted rows: a row's first and last columns are its extreme diagonals
-        full = np.flatnonzero(lengths)
-        lo_off = int((A.indices[A.indptr[full]] - full).min())
-        hi_off = int((A.indices[A.indptr[full + 1] - 1] - full).max())
+        np.bitwise_or(marks[0], mk, out=marks[0])
+    n_diag = int(np.count_nonzero(marks[0])) if A.nnz else 0
+    # the extremes of empty ranges are 0: only ranges with non-zeros count
+    live = [t for t, (a, b) in enumerate(ranges) if A.indptr[b] > A.indptr[a]]
+    lo_off = int(extremes[live, 0].min()) if live else 0
+    hi_off = int(extremes[live, 1].max()) if live else 0
     max_len = int(lengths.max()) if m else 0
     return {
         "rows": int(m), "cols": int(n), "nnz": int(A.nnz),

@@ -12,7 +12,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import replace
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
@@ -89,7 +89,7 @@ def _window(csr: Any, a: int, b: int) -> Any:
 
 def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
-                             max_row_fraction: float = 1.0, repeat: int = 5,
+                             max_row_fraction: float = 1.0, repeat: int = 5, min_rounds: int = 3,
                              override: float = MEASURE_OVERRIDE, target: Any = None) -> Choice:
     """Time the choice against close candidates and a baseline; keep one that clearly wins.
 
@@ -99,8 +99,10 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     (and at most ``max_row_fraction`` of the rows) from the middle of the
     matrix, restricted to the columns it touches (the whole matrix when
     smaller; executors take any size, so the kernels come from the cache),
-    and run ``repeat`` times at ``n_cols`` columns, taking turns.  The model's
-    choice stays unless another beats it by more than ``override`` in the
+    and run up to ``repeat`` times at ``n_cols`` columns, taking turns; after
+    ``min_rounds`` rounds the runs stop once every round agrees on each
+    candidate (all its paired ratios on one side of the bar it must clear).
+    The model's choice stays unless another beats it by more than ``override`` in the
     median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
     ``spent_seconds``.  Returns ``choice`` unchanged when there is nothing
@@ -122,8 +124,8 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     t0 = time.perf_counter()
     a, b = _row_block(csr, max_nnz, int(np.ceil(max_row_fraction * csr.shape[0])))
     block = _window(csr, a, b)
-    rng = np.random.default_rng(0)
-    B = rng.uniform(-1.0, 1.0, (block.shape[1], n_cols) if n_cols > 1 else block.shape[1]).astype(csr.dtype)
+    # the operand's values do not change a kernel's time (a normal constant: no subnormal slow path)
+    B = np.full((block.shape[1], n_cols) if n_cols > 1 else block.shape[1], 0.5, dtype=csr.dtype)
     kind = "spmv" if n_cols == 1 else "spmm"
     failed: dict[str, str] = {}
     exes = {}
@@ -135,14 +137,25 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
             failed[cand.label] = f"{type(err).__name__}: {err}"
     if not exes:
         return choice
-    runs = _interleaved_runs(exes, B, repeat)
-    seconds = {label: min(t) for label, t in runs.items()}
-    mine = runs.get(choice.candidate.label)
-    ratios = {} if mine is None else {
-        label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     best = dict(choice.scored).get(choice.candidate)
     far = tuple(c.label for c, v in choice.scored
-                if c.label in runs and best and v > best * (1.0 + margin) and c != choice.candidate)
+                if c.label in exes and best and v > best * (1.0 + margin) and c != choice.candidate)
+    mine_label = choice.candidate.label
+    bars = {label: 1.0 / (1.0 + (max(margin, override) if label in far else override)) for label in exes}
+
+    def settled(runs: dict[str, list[float]]) -> bool:
+        """Every round puts each candidate on the same side of its bar (Measurement.chosen's rule)."""
+        if mine_label not in runs:
+            return False
+        mine_t = np.asarray(runs[mine_label])
+        sides = [np.asarray(t) / mine_t < bars[label] for label, t in runs.items() if label != mine_label]
+        return all(side.all() or not side.any() for side in sides)
+
+    runs = _interleaved_runs(exes, B, repeat, min_rounds=min_rounds, settled=settled)
+    seconds = {label: min(t) for label, t in runs.items()}
+    mine = runs.get(mine_label)
+    ratios = {} if mine is None else {
+        label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
                        time.perf_counter() - t0, override, ratios, far)
     picked = next(c for c in cands if c.label == meas.chosen)
@@ -155,18 +168,25 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     return replace(choice, candidate=picked, reason=reason, measurement=meas)
 
 
-def _interleaved_runs(exes: dict[str, Any], B: np.ndarray, rounds: int) -> dict[str, list[float]]:
-    """Seconds of ``rounds`` calls per executor, the executors taking turns in every round.
+def _interleaved_runs(exes: dict[str, Any], B: np.ndarray, rounds: int, *, min_rounds: int | None = None,
+                      settled: Callable[[dict[str, list[float]]], bool] | None = None) -> dict[str, list[float]]:
+    """Seconds of up to ``rounds`` calls per executor, the executors taking turns in every round.
 
     Taking turns spreads a burst of other load over every candidate alike (timing one
     candidate's runs back to back would hand the burst to one of them); a round's
-    times are compared with each other (:attr:`Measurement.ratios`).
+    times are compared with each other (:attr:`Measurement.ratios`).  From
+    ``min_rounds`` rounds on, the runs stop as soon as ``settled(runs)`` holds.
     """
-    outs = {label: np.empty(exe.shape[:1] + B.shape[1:], B.dtype) for label, exe in exes.items()}
+    # written once here, so no round pays the first touch of its output pages
+    outs = {label: np.full(exe.shape[:1] + B.shape[1:], 0, B.dtype) for label, exe in exes.items()}
     runs: dict[str, list[float]] = {label: [] for label in exes}
-    for _ in range(max(int(rounds), 1)):
+    rounds = max(int(rounds), 1)
+    first_check = rounds if settled is None or min_rounds is None else max(int(min_rounds), 1)
+    for done in range(1, rounds + 1):
         for label, exe in exes.items():
             t0 = time.perf_counter()
             exe(B, out=outs[label])
             runs[label].append(time.perf_counter() - t0)
+        if done >= first_check and done < rounds and settled(runs):
+            break
     return runs

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -189,7 +189,8 @@ def _mean_deviation(n: int, var: float, width: float, n_pop: int, delta: float) 
 
 def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, fraction: float = 0.02,
                         min_block_rows: int = 512, confidence: float = 0.99,
-                        exact_below: int = EXACT_FILL_NNZ, seed: int = 0) -> BlockFillEstimate:
+                        exact_below: int = EXACT_FILL_NNZ, seed: int = 0,
+                        count_blocks: Callable[..., np.ndarray] | None = None) -> BlockFillEstimate:
     """R x C block fill for R, C in ``sizes``, counted on a random ``fraction`` of block rows.
 
     As OSKI (Vuduc, Demmel & Yelick 2005, §3.1) the blocks are counted on a
@@ -202,6 +203,8 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     the fill: ``bound`` is the widest deviation of
     the fill over it, valid with probability ``confidence`` per shape.
     Matrices with fewer than ``exact_below`` non-zeros are counted exactly.
+    ``count_blocks`` replaces the sampled count (same arguments and result as
+    :func:`_sampled_block_counts`; the sparse selector passes a compiled one).
 
     >>> from tvm_ext.workloads import lap2d
     >>> est = estimate_block_fill(lap2d(400), exact_below=0, seed=0)
@@ -238,7 +241,7 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
         nz_counts = hist[nz_vals]
         n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
         picked = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
-        counts = _sampled_block_counts(indptr, A.indices, picked, r, m, k, sizes)
+        counts = (count_blocks or _sampled_block_counts)(indptr, A.indices, picked, r, m, k, sizes)
         exact &= n == n_br
         # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or block
         # column at most; the population sums come from the histogram of block-row sizes

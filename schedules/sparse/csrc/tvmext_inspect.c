@@ -1,6 +1,7 @@
 /* Compiled inspector helpers (schedules/sparse/inspectors.py, selection.py).
  *
- * CSR -> BCSR construction for the BCSR inspector (to_bcsr).
+ * CSR -> BCSR construction for the BCSR inspector (to_bcsr), and the selector's feature passes
+ * (occupied diagonals, sampled block counts).
  *
  * Fig. 5.7's closed form (Venkat 2016): block row ii = i / R, block column kk = col / C,
  * A_prime[block, i - R*ii, col - C*kk].  A block row's blocks are the distinct kk of its R
@@ -11,8 +12,8 @@
  * into block pointers, and bcsr_fill_* writes bcol and data (each block is zeroed once, then
  * its non-zeros written: data needs no prior zeroing).
  *
- * The count uses a mark per block column (as scipy's CSR -> BSR converter does), in a pass
- * without data-dependent branches: each non-zero stores its block row's tag at mark[kk] and
+ * The count uses a mark per block column (as scipy's CSR -> BSR converter does): the first
+ * non-zero of each run of one block column in a row stores its block row's tag at mark[kk] and
  * counts one block when the mark held another tag (it allocates its marks, one int32 per
  * block column, and returns -1 when it cannot).  The fill is an R-way merge of the block row's
  * sorted rows by kk: the smallest kk among the row heads is the next block, every head whose
@@ -59,18 +60,49 @@ INLINE int32_t *new_marks(int32_t K, int32_t C) {
     return (int32_t *)calloc((size_t)(n_bc > 0 ? n_bc : 1) + 1, sizeof(int32_t));
 }
 
-/* The distinct block columns of block row ib: one branch-free pass over its non-zeros. */
+/* The rows of block row ib when they all have the first row's columns (one sparsity pattern,
+ * as the unknowns of one node of a FEM mesh have; a single row always does), else 0.  Its
+ * blocks are then the runs of one block column in the first row, and the fill copies the
+ * rows' values run by run with no merge. */
+INLINE int32_t same_pattern(int32_t R, int32_t M, const int32_t *indptr, const int32_t *indices,
+                            int64_t ib) {
+    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;
+    int64_t len = indptr[i0 + 1] - indptr[i0];
+    const int32_t *first = indices + indptr[i0];
+    for (int64_t i = i0 + 1; i < i1; ++i)
+        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0)
+            return 0;
+    return (int32_t)(i1 - i0);
+}
+
+/* The distinct block columns of block row ib: one pass over its non-zeros.  A row's columns
+ * are sorted, so a non-zero in the same block column as the one before it adds nothing: with
+ * C > 1 only the first of each run reads and writes its mark (C = 1 has no runs). */
 INLINE int64_t distinct_blocks(int32_t R, int32_t C, int32_t M, const int32_t *indptr,
                                const int32_t *indices, int64_t ib, int32_t *mark) {
     const int32_t tag = (int32_t)(ib + 1);
     int64_t n = 0;
     int64_t i1 = (ib + 1) * R < M ? (ib + 1) * R : M;
-    for (int64_t i = ib * R; i < i1; ++i)
+    if (same_pattern(R, M, indptr, indices, ib)) {  /* the runs of the first row */
+        int32_t prev = -1;
+        for (int64_t p = indptr[ib * R]; p < indptr[ib * R + 1]; ++p) {
+            int32_t kk = indices[p] / C;
+            n += kk != prev;
+            prev = kk;
+        }
+        return n;
+    }
+    for (int64_t i = ib * R; i < i1; ++i) {
+        int32_t prev = -1;
         for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p) {
             int32_t kk = indices[p] / C;
-            n += mark[kk] != tag;
-            mark[kk] = tag;
+            if (C == 1 || kk != prev) {
+                n += mark[kk] != tag;
+                mark[kk] = tag;
+                prev = kk;
+            }
         }
+    }
     return n;
 }
 
@@ -85,7 +117,8 @@ INLINE int count_impl(int32_t R, int32_t C, int32_t M, int32_t K, const int32_t 
 }
 
 /* Per block row: an R-way merge of its sorted rows by block column (the smallest head's kk is
- * the next block; every head in it advances), each block zeroed then written. */
+ * the next block; every head in it advances), each block zeroed then written; rows of one
+ * pattern (same_pattern) are copied run by run instead. */
 #define FILL_IMPL(NAME, T)                                                                        \
 INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,  \
                  const T *values, int64_t br0, int64_t br1, const int64_t *bptr, int32_t *bcol,   \
@@ -94,8 +127,25 @@ INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const i
     int32_t kk[MAX_R];                                                                            \
     const int64_t rc = (int64_t)R * C;                                                            \
     for (int64_t ib = br0; ib < br1; ++ib) {                                                      \
-        int32_t nr = open_rows(R, C, M, indptr, indices, ib, pos, end, kk);                       \
         int64_t b = bptr[ib];                                                                     \
+        int32_t same = same_pattern(R, M, indptr, indices, ib);                                   \
+        if (same) {  /* one pattern: each run of a block column in the first row is a block */     \
+            int64_t i0 = ib * R, p = indptr[i0], e = indptr[i0 + 1];                              \
+            for (int32_t r = 0; r < same; ++r) pos[r] = indptr[i0 + r] - p;                      \
+            while (p < e) {                                                                       \
+                T *blk = data + b * rc;                                                           \
+                for (int64_t j = 0; j < rc; ++j) blk[j] = 0;                                      \
+                int32_t k0 = indices[p] / C, c0 = k0 * C;                                         \
+                bcol[b++] = k0;                                                                   \
+                do {                                                                              \
+                    int32_t off = indices[p] - c0;                                                \
+                    for (int32_t r = 0; r < same; ++r)                                            \
+                        blk[(int64_t)r * C + off] = values[p + pos[r]];                           \
+                } while (++p < e && indices[p] / C == k0);                                        \
+            }                                                                                     \
+            continue;                                                                             \
+        }                                                                                         \
+        int32_t nr = open_rows(R, C, M, indptr, indices, ib, pos, end, kk);                       \
         for (int32_t kmin = smallest(kk, nr); kmin != INT32_MAX; kmin = smallest(kk, nr), ++b) {  \
             T *blk = data + b * rc;                                                               \
             for (int64_t j = 0; j < rc; ++j) blk[j] = 0;                                          \
@@ -164,18 +214,99 @@ void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr
 
 /* Occupied diagonals of rows [r0, r1): mark[col - i + M - 1] = 1 for every non-zero (the
  * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes.
- * Returns the diagonals this call marked first; once that passes limit (> 0) it stops: the
- * matrix has more than limit diagonals, and the marks are incomplete. */
+ * Returns the diagonals this call marked first; once that passes limit (> 0) it stops marking:
+ * the matrix has more than limit diagonals, and the marks are incomplete.  extremes[0] and
+ * extremes[1] receive the smallest and largest col - i of the rows (every row, marked or not:
+ * sorted rows give them from each row's first and last column), 0 and 0 when all are empty. */
 int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *indices, int64_t r0,
-                              int64_t r1, uint8_t *mark, int64_t limit) {
-    int64_t found = 0;
-    for (int64_t i = r0; i < r1; ++i) {
+                              int64_t r1, uint8_t *mark, int64_t limit, int64_t *extremes) {
+    int64_t found = 0, lo = INT64_MAX, hi = INT64_MIN;
+    int64_t i = r0;
+    for (; i < r1 && !(limit > 0 && found > limit); ++i) {
         uint8_t *row = mark + (M - 1 - i);
         for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p) {
             found += !row[indices[p]];
             row[indices[p]] = 1;
         }
-        if (limit > 0 && found > limit) break;
     }
+    for (int64_t j = r0; j < r1; ++j)
+        if (indptr[j + 1] > indptr[j]) {
+            int64_t first = (int64_t)indices[indptr[j]] - j, last = (int64_t)indices[indptr[j + 1] - 1] - j;
+            lo = first < lo ? first : lo;
+            hi = last > hi ? last : hi;
+        }
+    extremes[0] = lo == INT64_MAX ? 0 : lo;
+    extremes[1] = hi == INT64_MIN ? 0 : hi;
     return found;
+}
+
+/* The selector's sampled block fill (tvm_ext.workloads.stats.estimate_block_fill): for the
+ * block rows picked[0..n) of R rows each (ascending; the last may be ragged) and every block
+ * width widths[w], out[w * n + p] = the distinct col / widths[w] of block row picked[p]: the
+ * runs of the first row when the rows share one pattern (same_pattern), else the count pass's
+ * marks (one int32 per column, tagged per (width, block row); the first non-zero of each run
+ * of one block column in a row reads and writes them).  0, or -1 when the marks could not be
+ * allocated. */
+#define SAMPLED_COUNT(W)                                                                          \
+    for (int64_t p = 0; p < n; ++p) {                                                             \
+        const int32_t tag = (int32_t)(base + p + 1);                                              \
+        int64_t i0 = picked[p] * R, i1 = i0 + R < M ? i0 + R : M, cnt = 0;                        \
+        if (same[p]) i1 = i0 + 1;                                                                 \
+        for (int64_t i = i0; i < i1; ++i) {                                                       \
+            int32_t prev = -1;                                                                    \
+            for (int64_t q = indptr[i]; q < indptr[i + 1]; ++q) {                                 \
+                int32_t kk = indices[q] / (W);                                                    \
+                if (kk != prev) {                                                                 \
+                    cnt += same[p] || mark[kk] != tag;                                            \
+                    mark[kk] = tag;                                                               \
+                    prev = kk;                                                                    \
+                }                                                                                 \
+            }                                                                                     \
+        }                                                                                         \
+        out[w * n + p] = cnt;                                                                     \
+    }
+
+/* same_pattern for 64-bit row pointers (the sampled count's). */
+INLINE int32_t same_pattern64(int32_t R, int32_t M, const int64_t *indptr, const int32_t *indices,
+                              int64_t ib) {
+    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;
+    int64_t len = indptr[i0 + 1] - indptr[i0];
+    const int32_t *first = indices + indptr[i0];
+    for (int64_t i = i0 + 1; i < i1; ++i)
+        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0)
+            return 0;
+    return 1;
+}
+
+int tvmext_sampled_block_counts(int32_t R, int32_t M, int32_t K, const int64_t *indptr,
+                                const int32_t *indices, const int64_t *picked, int64_t n,
+                                const int32_t *widths, int32_t nw, int64_t *out) {
+    int32_t *mark = (int32_t *)calloc((size_t)(K > 0 ? K : 1) + 1, sizeof(int32_t));
+    uint8_t *same = (uint8_t *)malloc((size_t)(n > 0 ? n : 1));
+    if (!mark || !same) {
+        free(mark);
+        free(same);
+        return -1;
+    }
+    for (int64_t p = 0; p < n; ++p) same[p] = (uint8_t)same_pattern64(R, M, indptr, indices, picked[p]);
+    int64_t base = 0;
+    for (int32_t w = 0; w < nw; ++w, base += n) {
+        if (base + n >= INT32_MAX) {  /* tags would wrap: start the marks afresh */
+            memset(mark, 0, ((size_t)(K > 0 ? K : 1) + 1) * sizeof(int32_t));
+            base = 0;
+        }
+        const int32_t C = widths[w];
+        switch (C) {
+        case 1: SAMPLED_COUNT(1) break;
+        case 2: SAMPLED_COUNT(2) break;
+        case 3: SAMPLED_COUNT(3) break;
+        case 4: SAMPLED_COUNT(4) break;
+        case 6: SAMPLED_COUNT(6) break;
+        case 8: SAMPLED_COUNT(8) break;
+        default: SAMPLED_COUNT(C)
+        }
+    }
+    free(mark);
+    free(same);
+    return 0;
 }

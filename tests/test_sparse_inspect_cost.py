@@ -1,0 +1,103 @@
+"""The compiled passes that keep inspect() cheap give the same answers as the numpy/scipy ones."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from schedules.sparse.inspectors import _bcsr_scipy, to_bcsr
+from schedules.sparse.native import inspect_helpers
+from schedules.sparse.selection import _compiled_block_counter, _structure_stats
+from schedules.sparse.timed_choice import _interleaved_runs
+from tvm_ext.workloads import block_fem, canonical_csr, matrix_stats
+from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, _sampled_block_counts, estimate_block_fill
+
+needs_cc = pytest.mark.skipif(inspect_helpers() is None, reason="no C compiler: the numpy paths run")
+
+
+def _node_blocks(nodes: int, dof: int, seed: int, mixed: bool) -> sp.csr_array:
+    """A FEM-like matrix whose ``dof`` rows per node share one pattern; ``mixed`` drops a few
+    entries so that some block rows do not."""
+    A = canonical_csr(block_fem(nodes, dof, dof, seed=seed))
+    if mixed:
+        A = A.tolil()
+        rng = np.random.default_rng(seed)
+        for i in rng.choice(A.shape[0], max(A.shape[0] // 7, 1), replace=False):
+            if A.rows[i]:
+                A[i, A.rows[i][-1]] = 0.0
+        A = sp.csr_array(A)
+        A.eliminate_zeros()
+    return canonical_csr(A)
+
+
+@needs_cc
+@settings(max_examples=20, deadline=None)
+@given(nodes=st.integers(2, 60), dof=st.integers(1, 4), seed=st.integers(0, 50), mixed=st.booleans(),
+       R=st.integers(1, 8), C=st.integers(1, 8), f64=st.booleans())
+def test_bcsr_of_rows_sharing_a_pattern_equals_scipys(nodes, dof, seed, mixed, R, C, f64):
+    A = canonical_csr(_node_blocks(nodes, dof, seed, mixed), dtype="float64" if f64 else "float32")
+    got, want = to_bcsr(A, R, C), _bcsr_scipy(A, R, C)
+    for name in ("indptr", "bcol", "data"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+@needs_cc
+@settings(max_examples=20, deadline=None)
+@given(nodes=st.integers(2, 80), dof=st.integers(1, 4), seed=st.integers(0, 50), mixed=st.booleans(),
+       r=st.sampled_from(SELECTOR_BLOCK_SIZES), share=st.floats(0.05, 1.0))
+def test_compiled_sampled_block_counts_equal_numpys(nodes, dof, seed, mixed, r, share):
+    A = _node_blocks(nodes, dof, seed, mixed)
+    m, k = A.shape
+    n_br = -(-m // r)
+    rng = np.random.default_rng(seed)
+    picked = np.sort(rng.choice(n_br, max(int(share * n_br), 1), replace=False))
+    indptr = A.indptr.astype(np.int64)
+    want = _sampled_block_counts(indptr, A.indices, picked, r, m, k, SELECTOR_BLOCK_SIZES)
+    got = _compiled_block_counter(A)(indptr, A.indices, picked, r, m, k, SELECTOR_BLOCK_SIZES)
+    np.testing.assert_array_equal(got, want)
+
+
+@needs_cc
+def test_the_estimate_is_the_same_with_the_compiled_count():
+    A = _node_blocks(3000, 3, 1, True)  # 9000 rows, > EXACT_FILL_NNZ non-zeros: sampled
+    kw = dict(fraction=0.01, min_block_rows=64, exact_below=0, seed=3)
+    plain = estimate_block_fill(A, **kw)
+    fast = estimate_block_fill(A, count_blocks=_compiled_block_counter(A), **kw)
+    assert not plain.exact and plain.fill == fast.fill and plain.bound == fast.bound
+
+
+@needs_cc
+def test_bandwidth_from_the_rows_extremes_when_the_diagonal_count_stops():
+    A = canonical_csr(block_fem(400, 3, 3, seed=4))
+    got = _structure_stats(A, limit=4)  # stops within the first rows
+    want = matrix_stats(A, block_sizes=(1,), symmetry=False)
+    assert not got["diagonals_exact"]
+    for key in ("bandwidth", "lower_bandwidth", "upper_bandwidth"):
+        assert got[key] == want[key]
+    # empty rows first: the extremes come from the rows that have non-zeros only
+    empty_top = canonical_csr(sp.vstack([sp.csr_array((5, 60)), sp.random(30, 60, density=0.1, random_state=2)]))
+    got = _structure_stats(empty_top, limit=1000)
+    want = matrix_stats(empty_top, block_sizes=(1,), symmetry=False)
+    assert (got["lower_bandwidth"], got["upper_bandwidth"]) == (want["lower_bandwidth"], want["upper_bandwidth"])
+
+
+class _Clock:
+    """A stand-in executor: writes the product of a fixed matrix, counts its calls."""
+
+    def __init__(self):
+        self.shape, self.calls = (3, 3), 0
+
+    def __call__(self, B, out):
+        self.calls += 1
+        np.matmul(np.eye(3, dtype=B.dtype), B, out=out)
+
+
+def test_timed_rounds_stop_once_settled_but_not_before_the_minimum():
+    exes = {"a": _Clock(), "b": _Clock()}
+    B = np.ones((3, 2), np.float32)
+    runs = _interleaved_runs(exes, B, 5, min_rounds=3, settled=lambda r: True)
+    assert [len(t) for t in runs.values()] == [3, 3] and exes["a"].calls == 3
+    runs = _interleaved_runs(exes, B, 5, min_rounds=3, settled=lambda r: False)
+    assert [len(t) for t in runs.values()] == [5, 5]
