@@ -27,7 +27,14 @@ N in {1, 8, 32, 128}, float32:
 Oracle times are the fastest of 10 single runs of ``time_evaluator``, the
 kernel least disturbed by other load, as the selection's own timing does.
 
-    python -m bench.sparse_inspectors [--quick] [--part formats|selection|all] [--n 8 ...]
+Part 3, recipes: every recipe's inspector as vectorised numpy and as compiled
+TIR kernels (``recipe.inspector("numpy")`` / ``("tir")``, arrays checked
+identical) on HPCG's 27-point stencil, the 3x3 block FEM and Q1 elasticity
+(``--quick``: the three small ones), each the fastest of 3 calls, in non-zeros
+per second and in runs of the recipe's generated executor at N = 8 (median of
+10); ``auto`` is what ``recipe.inspector("auto")`` picks after timing both.
+
+    python -m bench.sparse_inspectors [--quick] [--part formats|selection|recipes|all] [--n 8 ...]
 """
 from __future__ import annotations
 
@@ -173,8 +180,77 @@ def _selection_part(run: BenchRun, quick: bool, n_values: tuple[int, ...] = N_VA
         del built
 
 
+def _recipe_cases() -> dict[str, Callable[[], Any]]:
+    """Recipes of the recipe-inspector part, by label (the library's default knobs, and BCSR 2x2)."""
+    from schedules.sparse.recipes import RECIPES
+    from schedules.sparse.recipes.library import bcsr_recipe
+
+    cases = {name: factory for name, factory in RECIPES.items()}
+    cases["bcsr2x2"] = lambda: bcsr_recipe(2, 2)
+    return cases
+
+
+def _same_arrays(a, b) -> bool:
+    return list(a.arrays) == list(b.arrays) and all(
+        a.arrays[k].dtype == b.arrays[k].dtype and np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
+
+
+def _recipes_part(run: BenchRun, quick: bool, n: int = 8) -> None:
+    """Each recipe's numpy inspector against its compiled TIR one (``recipe.inspector("numpy"|"tir")``)
+    on the large matrices, in non-zeros per second and in runs of the recipe's executor at ``n``
+    columns; ``auto`` is what ``recipe.inspector("auto")`` picks after timing both once."""
+    from schedules.sparse.recipes import build_recipe_executor
+    from schedules.sparse.recipes.inspector_choice import DECISIONS, RecipeInspector
+    from tvm_ext.workloads import canonical_csr
+
+    mats = _large_matrices(quick)
+    names = list(mats) if quick else ["lap3d27(48)", "fem3x3(40000)", "elasticity(300)"]
+    repeat = 2 if quick else 3
+    rng = np.random.default_rng(0)
+    for mname in names:
+        A = canonical_csr(mats[mname](), dtype="float32")
+        B = rng.uniform(-1, 1, (A.shape[1], n)).astype(np.float32)
+        for label, factory in _recipe_cases().items():
+            recipe = factory()
+            numpy_insp, tir_insp = RecipeInspector(recipe, "numpy"), RecipeInspector(recipe, "tir")
+            tir_insp(A)                                    # builds / loads the compiled kernels
+            t_np, f_np = _best_of(lambda: numpy_insp(A), repeat)
+            t_tir, f_tir = _best_of(lambda: tir_insp(A), repeat)
+            if not _same_arrays(f_np, f_tir):
+                raise AssertionError(f"{mname} {label}: the compiled inspector's arrays differ from numpy's")
+            DECISIONS.clear()
+            auto = RecipeInspector(recipe, "auto")
+            auto(A)
+            exe = build_recipe_executor(recipe, A, n, fmt=f_tir)
+            want = A @ B
+            assert np.abs(exe(B) - want).max() <= 1e-4 * max(np.abs(want).max(), 1.0), (mname, label)
+            t_run = float(np.median(exe.time(B, repeat=10, number=1, min_repeat_ms=0).results))
+            run.add({"part": "recipes", "matrix": mname, "nnz": A.nnz, "recipe": label,
+                     "numpy_s": t_np, "tir_s": t_tir, "numpy_nnz_per_s": A.nnz / t_np,
+                     "tir_nnz_per_s": A.nnz / t_tir, "auto": auto.last.chosen,
+                     "auto_times": dict(auto.last.times), "run_s": t_run,
+                     "numpy_runs": t_np / t_run, "tir_runs": t_tir / t_run,
+                     "best_runs": min(t_np, t_tir) / t_run})
+            print(f"  {mname} {label}: numpy {t_np * 1e3:.1f} ms, tir {t_tir * 1e3:.1f} ms, "
+                  f"auto {auto.last.chosen}", flush=True)
+
+
+def _print_recipes(run: BenchRun) -> None:
+    rows = [r for r in run.rows if r["part"] == "recipes"]
+    print(run.markdown(["matrix", "recipe", "numpy_s", "tir_s", "numpy_nnz_per_s", "tir_nnz_per_s", "auto",
+                        "run_s", "numpy_runs", "tir_runs"], ratios={"numpy/tir": ("numpy_s", "tir_s")}, rows=rows))
+    ratios = [r["numpy_s"] / r["tir_s"] for r in rows]
+    if ratios:
+        print(f"\ngeomean numpy/tir inspector time over {len(rows)} rows: {geomean(ratios):.3f} "
+              f"(tir faster on {sum(x > 1 for x in ratios)}/{len(rows)}; auto picked tir on "
+              f"{sum(r['auto'] == 'tir' for r in rows)}/{len(rows)})")
+        for label in dict.fromkeys(r["recipe"] for r in rows):
+            sub = [r["numpy_s"] / r["tir_s"] for r in rows if r["recipe"] == label]
+            print(f"  {label}: geomean numpy/tir {geomean(sub):.2f}")
+
+
 def main() -> None:
-    args = bench_args(__doc__.splitlines()[0], part={"default": "all", "choices": ("formats", "selection", "all"),
+    args = bench_args(__doc__.splitlines()[0], part={"default": "all", "choices": ("formats", "selection", "recipes", "all"),
                                                      "help": "which part to run (default all)"},
                       n={"type": int, "nargs": "+", "default": list(N_VALUES),
                          "help": "column counts of the selection part (default 1 8 32 128)"})
@@ -205,6 +281,9 @@ def main() -> None:
             if rows:
                 print(f"  N={n}: geomean regret {geomean(r['regret'] for r in rows):.3f}, "
                       f"median runs {np.median([r['runs'] for r in rows]):.1f}")
+    if args.part in ("recipes", "all"):
+        _recipes_part(run, args.quick)
+        _print_recipes(run)
 
 
 if __name__ == "__main__":
