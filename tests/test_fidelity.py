@@ -111,7 +111,21 @@ def test_dissertation_rows_and_diagonal_counts():
     assert _row(rows, "SGD Diag").ours == 9 and _row(rows, "SGD BlkDiag").ours == 4
     overhead = _row(rows, "GS inspector overhead")
     assert math.isfinite(overhead.ours) and overhead.ours > 0
+    assert "Table 7.2" in overhead.claim and "parallel BFS" in overhead.ours_text
     assert _row(rows, "full PCG speed-up").ours > 0
+
+
+def test_pcg_runs_split_the_inspector_as_table_72_does():
+    """Graph + levels (Table 7.2's count), reorder and executor set-up add up to the whole inspector;
+    the dissertation's algorithm (graph + parallel BFS) is timed beside it."""
+    from tvm_ext.fidelity.dissertation import pcg_runs
+
+    (r,) = pcg_runs({"lap2d(30)": lambda: lap2d(30)}, repeat=1)
+    parts = r["table72_overhead_iterations"] + r["reorder_iterations"] + r["setup_iterations"]
+    assert parts == pytest.approx(r["overhead_iterations"], rel=1e-9)
+    assert all(r[k] >= 0 for k in ("table72_overhead_iterations", "reorder_iterations",
+                                   "bfs_table72_overhead_iterations"))
+    assert r["iterations"] > 1 and r["speedup"] > 0
 
 
 def test_every_paper_has_claims_and_unknown_paper_is_refused():

@@ -28,7 +28,8 @@ P = "Venkat (dissertation)"
 #: The dissertation's numbers (section / table as the digest beside the seed gives them).
 PAPER = {
     "sgd_example": (9, 4),                     # §6.2, Fig. 6.5: 4 movies x 6 users, Diag and 2x2 BlkDiag
-    "gs_overhead_iterations": (2.92, 25.20),   # Table 7.2: inspector time in PCG iterations
+    "gs_overhead_iterations": (2.92, 25.20),   # Table 7.2: inspector time in PCG iterations, all 17 matrices
+    "gs_overhead_stencil_like": (2.92, 3.60),  # Table 7.2: ecology2, G3_circuit, thermal2, apache2 (5-7 nnz/row)
     "pcg_speedup_p2p": 2.97,                   # §7.4: median full-PCG speed-up over sequential, point-to-point
     "cores": 12,                               # §7.4: one Edison socket
 }
@@ -55,39 +56,68 @@ def _sgd() -> list[ClaimResult]:
                     float(blk), tolerance=0.0, reason="tiling before the skew gives block diagonals")]
 
 
-def pcg_runs(matrices: Mapping[str, Callable[[], Any]], rtol: float = 1e-8) -> list[dict]:
-    """PCG + SGS with level sets and without, per matrix: iterations, inspector overhead (PCG iterations, in
-    full and as Table 7.2 counts it: graph + levels) and the speed-up of the whole solve, inspector included."""
+def _median_by(items: list, key: Callable[[Any], float]) -> Any:
+    return sorted(items, key=key)[len(items) // 2]
+
+
+def pcg_runs(matrices: Mapping[str, Callable[[], Any]], rtol: float = 1e-8, repeat: int = 3) -> list[dict]:
+    """PCG + SGS with level sets and without, per matrix: iterations, the speed-up of the whole solve
+    (inspector included) and the inspector's cost in PCG iterations, split as Table 7.2 counts it
+    (``table72``: dependence graph + levels), the reorder into level order (``reorder``) and the
+    executors' set-up (``setup``); ``bfs_table72`` is graph + levels by the dissertation's own algorithm,
+    SpMP's parallel BFS on the dependence graph (``method="parallel"``).  Kernels are compiled or
+    loaded from the cache before any timing; each inspector time is the median of ``repeat`` runs."""
+    from schedules.sparse.level_sets import schedule_of_canonical
     from schedules.sparse.solvers import PCG
+    from tvm_ext.workloads import canonical_csr
 
     rows = []
     for name, make in matrices.items():
         A = make()
         b = np.ones(A.shape[0])
         PCG(A)  # kernels loaded once, so the timed inspector is steady state
-        par = PCG(A).solve(b, rtol=rtol)
+        solver = _median_by([PCG(A) for _ in range(repeat)], lambda s: s.inspector_seconds)
+        par = solver.solve(b, rtol=rtol)
         ser = PCG(A, parallel=False).solve(b, rtol=rtol)
-        part = sum(par.inspector_breakdown.get(k, 0.0) for k in ("graph", "levels"))
+        spi = par.seconds_per_iteration
+        br = par.inspector_breakdown
+        C = canonical_csr(A, square=True)
+        schedule_of_canonical(C, method="parallel")
+        bfs = _median_by([schedule_of_canonical(C, method="parallel").seconds for _ in range(repeat)],
+                         lambda t: t["graph"] + t["levels"])
+        table72 = br.get("graph", 0.0) + br.get("levels", 0.0)
         rows.append({"matrix": name, "iterations": par.iterations,
                      "overhead_iterations": par.inspector_overhead_iterations,
-                     "table72_overhead_iterations": part / par.seconds_per_iteration,
+                     "table72_overhead_iterations": table72 / spi,
+                     "reorder_iterations": br.get("reorder", 0.0) / spi,
+                     "setup_iterations": (par.inspector_seconds - sum(br.values())) / spi,
+                     "bfs_table72_overhead_iterations": (bfs["graph"] + bfs["levels"]) / spi,
                      "speedup": (ser.inspector_seconds + ser.solve_seconds)
                      / (par.inspector_seconds + par.solve_seconds)})
     return rows
 
 
 def _pcg(rows: list[dict]) -> list[ClaimResult]:
-    full = statistics.median(r["overhead_iterations"] for r in rows)
-    t72 = statistics.median(r["table72_overhead_iterations"] for r in rows)
+    med = {k: statistics.median(r[k] for r in rows)
+           for k in ("overhead_iterations", "table72_overhead_iterations", "reorder_iterations",
+                     "setup_iterations", "bfs_table72_overhead_iterations")}
+    t72, bfs = med["table72_overhead_iterations"], med["bfs_table72_overhead_iterations"]
     speed = statistics.median(r["speedup"] for r in rows)
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     names = ", ".join(r["matrix"] for r in rows)
+    lo, hi = PAPER["gs_overhead_stencil_like"]
     return [
-        compare(P, f"GS inspector overhead in PCG iterations (median of {names})", "Table 7.2",
-                PAPER["gs_overhead_iterations"], full, tolerance=0.0,
-                ours_text=f"{full:.2f} in full ({t72:.2f} graph + levels)",
-                reason=f"the graph pass and level BFS cost {t72:.2f} iterations; the rest is reordering the "
-                       "matrix into level order, which the dissertation's deriveLevelSets also does"),
+        compare(P, f"GS inspector overhead in PCG iterations, graph + levels as Table 7.2 counts it "
+                   f"(median of {names})", "Table 7.2 (stencil-like: ecology2, G3_circuit, thermal2, apache2)",
+                (lo, hi), t72, tolerance=0.0,
+                ours_text=f"{t72:.2f} (SpMP's parallel BFS: {bfs:.2f}; in full {med['overhead_iterations']:.2f}"
+                          f" = + reorder {med['reorder_iterations']:.2f} + executor set-up "
+                          f"{med['setup_iterations']:.2f})",
+                reason="Table 7.2 counts graph construction and the modified BFS only, not the reordering, "
+                       "the executors' set-up or compilation (ours loads its kernels from the cache before "
+                       "timing); our default level pass reads the levels off the matrix in one compiled serial "
+                       "pass with no graph, below the range; the dissertation's algorithm (graph + parallel "
+                       f"BFS, one launch per level) costs {bfs:.2f} here on {cores} shared core(s)"),
         compare(P, f"full PCG speed-up over the serial solver, inspector included (median of {names})",
                 f"§7.4 ({PAPER['cores']} cores, point-to-point)", PAPER["pcg_speedup_p2p"], speed, unit="x",
                 reason=f"measured here on {cores} core(s) shared with other work, against the paper's "
