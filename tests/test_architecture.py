@@ -145,6 +145,52 @@ def test_allowances_are_still_needed():
         assert imported in {t for t, _ in imports_of(MODULES[importer])}, (importer, imported)
 
 
+# --------------------------------------------------------------------------- import cycles
+#: Packages whose modules never reach themselves through their imports (function-level and
+#: ``TYPE_CHECKING`` ones included): what two modules share lives a layer below both.
+ACYCLIC_PACKAGES = ("tensorize", "tvm_ext.accel")
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One import cycle of ``graph`` (module -> modules it imports), or ``[]``."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+
+    def visit(mod: str, path: list[str]) -> list[str]:
+        state[mod] = 1
+        for dep in sorted(graph.get(mod, ())):
+            if state.get(dep) == 1:
+                return path[path.index(dep):] + [dep]
+            if dep not in state and (found := visit(dep, path + [dep])):
+                return found
+        state[mod] = 2
+        return []
+
+    for mod in sorted(graph):
+        if mod not in state and (found := visit(mod, [mod])):
+            return found
+    return []
+
+
+def package_graph(package: str) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports."""
+    def inside(m: str) -> bool:
+        return m == package or m.startswith(package + ".")
+
+    return {m: {t for t, _ in imports_of(p) if inside(t) and t != m} for m, p in MODULES.items() if inside(m)}
+
+
+def test_the_cycle_finder_finds_cycles_and_the_graphs_have_edges():
+    assert import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
+    assert import_cycle({"a": {"b"}, "b": set()}) == []
+    assert "tensorize.tensor_intrin" in package_graph("tensorize")["tensorize.x86"]
+    assert "tvm_ext.accel.approach" in package_graph("tvm_ext.accel")["tvm_ext.accel.scheduler"]
+
+
+@pytest.mark.parametrize("package", ACYCLIC_PACKAGES)
+def test_packages_import_their_modules_without_cycles(package):
+    assert import_cycle(package_graph(package)) == []
+
+
 # --------------------------------------------------------------------------- size rule
 MAX_MODULE_LINES = 700
 MAX_FUNCTION_LINES = 80

@@ -47,7 +47,7 @@ import numpy as np
 from tvm_ext.errors import ConfigError
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .scheduler import Scheduler
+    from .queries import ApproachQueries
     from .tiles import TileSet
 
 __all__ = ["Approach", "HeuristicApproach", "CostModelApproach", "ApproachChoice", "CHOICES"]
@@ -59,8 +59,9 @@ CHOICES = ("tile_order", "home", "device", "destination", "source", "path", "evi
 class Approach:
     """Base class: every method is one §4 choice.  Subclass and override what you want to change.
 
-    Methods get the :class:`~tvm_ext.accel.scheduler.Scheduler` (read its
-    state, never mutate it) and return the chosen candidate.
+    Methods get the running scheduler as its read-only view,
+    :class:`~tvm_ext.accel.queries.ApproachQueries` (read its state, never mutate
+    it), and return the chosen candidate.
     """
 
     name = "approach"
@@ -69,27 +70,27 @@ class Approach:
         """A permutation of ``range(tiles.n)`` respecting ``tiles.dependencies()``."""
         raise NotImplementedError
 
-    def home(self, sched: "Scheduler", tensor: int, candidates: Sequence[int]) -> "int | list[int]":
+    def home(self, sched: "ApproachQueries", tensor: int, candidates: Sequence[int]) -> "int | list[int]":
         """Memory index (or indices to interleave its tiles over) holding tensor ``tensor`` outside the run."""
         raise NotImplementedError
 
-    def device(self, sched: "Scheduler", tile: int, candidates: Sequence[int]) -> int:
+    def device(self, sched: "ApproachQueries", tile: int, candidates: Sequence[int]) -> int:
         """Device index (one of ``candidates``: the units running the tile's instruction)."""
         raise NotImplementedError
 
-    def destination(self, sched: "Scheduler", piece: int, allowed: Sequence[int]) -> int:
+    def destination(self, sched: "ApproachQueries", piece: int, allowed: Sequence[int]) -> int:
         """Memory index (one of ``allowed``) to bring ``piece`` into for the current tile."""
         raise NotImplementedError
 
-    def source(self, sched: "Scheduler", piece: int, sources: Sequence[int], dst: int) -> int:
+    def source(self, sched: "ApproachQueries", piece: int, sources: Sequence[int], dst: int) -> int:
         """Memory index (one of ``sources``, the memories holding valid data) to copy from."""
         raise NotImplementedError
 
-    def path(self, sched: "Scheduler", piece: int, src: int, dst: int) -> list[int]:
+    def path(self, sched: "ApproachQueries", piece: int, src: int, dst: int) -> list[int]:
         """Edge indices leading from memory ``src`` to memory ``dst``."""
         raise NotImplementedError
 
-    def evict(self, sched: "Scheduler", memory: int, pinned: set[int]) -> int:
+    def evict(self, sched: "ApproachQueries", memory: int, pinned: set[int]) -> int:
         """Slot (resident in ``memory``, not in ``pinned``) to evict."""
         raise NotImplementedError
 
@@ -113,12 +114,12 @@ class HeuristicApproach(Approach):
 
         return fused_order(tiles)
 
-    def home(self, sched: "Scheduler", tensor: int, candidates: Sequence[int]) -> list[int]:
+    def home(self, sched: "ApproachQueries", tensor: int, candidates: Sequence[int]) -> list[int]:
         # interleave every tensor over all memories of the best kind (like address interleaving over HBM stacks)
         best = sched.system.memories[candidates[0]].kind
         return [m for m in candidates if sched.system.memories[m].kind == best]
 
-    def device(self, sched: "Scheduler", tile: int, candidates: Sequence[int]) -> int:
+    def device(self, sched: "ApproachQueries", tile: int, candidates: Sequence[int]) -> int:
         cands = sched.accumulator_devices(tile, candidates) or candidates
         if len(cands) == 1:
             return cands[0]
@@ -132,17 +133,17 @@ class HeuristicApproach(Approach):
                 best, best_score = d, score
         return best
 
-    def destination(self, sched: "Scheduler", piece: int, allowed: Sequence[int]) -> int:
+    def destination(self, sched: "ApproachQueries", piece: int, allowed: Sequence[int]) -> int:
         return max(allowed, key=lambda m: (sched.state.free_bytes(m), -m))
 
-    def source(self, sched: "Scheduler", piece: int, sources: Sequence[int], dst: int) -> int:
+    def source(self, sched: "ApproachQueries", piece: int, sources: Sequence[int], dst: int) -> int:
         nb = sched.pieces.valid_bytes[piece]
         return min(sources, key=lambda m: sched.system.path_cost(sched.memory_names[m], sched.memory_names[dst], nb))
 
-    def path(self, sched: "Scheduler", piece: int, src: int, dst: int) -> list[int]:
+    def path(self, sched: "ApproachQueries", piece: int, src: int, dst: int) -> list[int]:
         return sched.shortest_path(src, dst, sched.pieces.valid_bytes[piece])
 
-    def evict(self, sched: "Scheduler", memory: int, pinned: set[int]) -> int:
+    def evict(self, sched: "ApproachQueries", memory: int, pinned: set[int]) -> int:
         return sched.furthest_next_use(memory, pinned, self.evict_among)
 
 
@@ -152,7 +153,7 @@ class CostModelApproach(HeuristicApproach):
     ``model`` is any object with ``predict(X: ndarray) -> ndarray`` (an
     XGBoost regressor, a linear model...).  ``choices`` says which decisions
     it makes; the others stay heuristic.  Features per candidate come from
-    :meth:`Scheduler.features`: for ``device`` [unit load, cluster load per
+    :meth:`~tvm_ext.accel.queries.ApproachQueries.features`: for ``device`` [unit load, cluster load per
     unit, transfer estimate, operands already local, unit cycles, estimated
     finish time]; for
     ``evict`` [next use distance, dirty, tile bytes, copies elsewhere];

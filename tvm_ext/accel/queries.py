@@ -16,11 +16,16 @@ True
 from __future__ import annotations
 
 import heapq
-from typing import Sequence
+from typing import TYPE_CHECKING, Sequence
 
 import numpy as np
 
 from tvm_ext.errors import ConfigError, ScheduleError
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .state import MemoryState
+    from .system_graph import SystemGraph
+    from .tiles import PieceTable
 
 __all__ = ["ApproachQueries"]
 
@@ -29,7 +34,16 @@ NEVER = 1 << 62
 
 
 class ApproachQueries:
-    """Read-only questions about a running dry run (mixed into ``Scheduler``)."""
+    """Read-only questions about a running dry run (mixed into ``Scheduler``).
+
+    Besides the methods, an approach may read the attributes declared here.
+    """
+
+    system: "SystemGraph"  #: the system being scheduled on
+    state: "MemoryState"  #: which pieces are resident where, and free bytes
+    pieces: "PieceTable"  #: the operand pieces (bytes, tensor) of the tiles
+    memory_names: list[str]  #: memory index -> name in ``system``
+    load: list[float]  #: busy cycles per device so far
 
     def next_use(self, p: int) -> int:
         c = self.cursor[p]
