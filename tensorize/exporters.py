@@ -27,7 +27,7 @@ from tvm_ext.errors import InputError
 
 from .isamir import Access, Affine, Buffer, Const, Program, Statement
 
-__all__ = ["export_groups", "statement_blocks", "to_prim_func"]
+__all__ = ["export_groups", "replace_blocks", "statement_blocks", "to_prim_func"]
 
 
 # --------------------------------------------------------------------------- grouping
@@ -241,47 +241,166 @@ def to_prim_func(program: Program, *, name: str | None = None, inline: bool = Tr
     empty).  With ``keep_interface`` a buffer whose ``layout`` a transformation
     changed is taken in the caller's shape and converted inside the function.
     """
-    from tvm import tirx
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
-    program.validate()
-    for b in program.buffers:
-        if any(s is None for s in b.shape):
-            raise InputError(f"to_prim_func: buffer {b.name} has a flexible shape; call program.instantiate() first")
+    _check_static(program, "to_prim_func")
     params = list(program.params) or [b.name for b in program.buffers if b.role != "temp"]
     groups = _groups(program, inline)
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):
             T.func_name(name or program.name)
             T.func_attr({"tirx.noalias": True})
-            bufs: dict[str, object] = {}
-            outer: dict[str, object] = {}
+            given: dict[str, object] = {}
             for p in params:
                 b = program.buffer(p)
                 shape = b.interface_shape if (keep_interface and b.layout) else b.shape
                 handle = T.arg(p, T.handle())
                 buf = T.match_buffer(handle, list(shape), b.dtype)
                 IRBuilder.name(p, buf)
-                (outer if (keep_interface and b.layout) else bufs)[p] = buf
+                given[p] = buf
             with T.sblock("root"):
-                used = {g.dst.buffer for g in groups} | {x for g in groups for x in _tree_buffers(g.expr)}
-                for b in program.buffers:
-                    if b.name in bufs or (b.name not in used and b.name not in outer):
-                        continue
-                    internal = f"{b.name}_v" if b.name in outer else b.name
-                    buf = T.sblock_alloc_buffer(list(b.shape), b.dtype)
-                    IRBuilder.name(internal, buf)
-                    bufs[b.name] = buf
-                for p, ext in outer.items():
-                    if _needs_copy_in(program, p):
-                        _emit_copy_in(T, IRBuilder, program.buffer(p), ext, bufs[p])
-                for g in groups:
-                    _emit_group(T, IRBuilder, tirx, program, g, bufs)
-                for p, ext in outer.items():
-                    if program.buffer(p).role == "output":
-                        _emit_copy_out(T, IRBuilder, program.buffer(p), ext, bufs[p])
+                _emit_program(program, groups, given, keep_interface)
     return ib.get()
+
+
+def replace_blocks(func, program: Program, *, inline: bool = True):
+    """``func`` with the blocks that write ``program``'s buffers replaced by the program's blocks.
+
+    The function keeps its parameters, attributes and every other block (a
+    padding producer, an element-wise consumer); the program's buffers are the
+    function's buffers of the same name (parameters or root allocations), its
+    temporaries are allocated anew, and its blocks are emitted as
+    :func:`to_prim_func` emits them, where the first replaced block was.  This
+    is how a kernel is rebuilt after structural transforms (factorization).
+
+    >>> from tvm import te
+    >>> from tensorize.importers import from_te
+    >>> A = te.placeholder((4, 3), name="A"); k = te.reduce_axis((0, 3), name="k")
+    >>> C = te.compute((4,), lambda i: te.sum(A[i, k], axis=k), name="C")
+    >>> f = replace_blocks(te.create_prim_func([A, C]), from_te(C))
+    >>> [p.name for p in f.params], f.body.block.body.loop_var.name
+    (['A', 'C'], 'i')
+    """
+    from tvm import tirx
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    _check_static(program, "replace_blocks")
+    realize = func.body
+    root = realize.block
+    children = list(root.body.seq) if isinstance(root.body, tirx.SeqStmt) else [root.body]
+    known = {b.name: b for b in (*func.params, *root.alloc_buffers)}
+    groups = _groups(program, inline)
+    _check_buffers(program, groups, known)
+    written = {g.dst.buffer for g in groups}
+    accessed = [_block_buffers(c) for c in children]
+    replaced = [n for n, (_, writes) in enumerate(accessed) if writes & written]
+    if not replaced:
+        raise InputError(f"replace_blocks: no block of the function writes {sorted(written)}")
+    _check_order(program, groups, children, accessed, replaced)
+    given = {b.name: known[b.name] for b in program.buffers if b.name in known}
+    with IRBuilder() as ib:
+        with T.prim_func(s_tir=True):  # a scaffold: its root block's content moves into ``func``
+            for p, buf in given.items():
+                T.arg(p, buf)  # the buffers in scope, so the blocks' reads and writes are inferred
+            with T.sblock("root"):
+                _emit_program(program, groups, given, True)
+    fragment = ib.get().body.block
+    new = list(fragment.body.seq) if isinstance(fragment.body, tirx.SeqStmt) else [fragment.body]
+    kept = [c for n, c in enumerate(children) if n not in replaced]
+    body = kept[:replaced[0]] + new + kept[replaced[0]:]
+    still = set(known) & {b.name for b in program.buffers}
+    still = still.union(*(r | w for n, (r, w) in enumerate(accessed) if n not in replaced))
+    allocs = [b for b in root.alloc_buffers if b.name in still] + list(fragment.alloc_buffers)
+    from tvm.s_tir import SBlock, SBlockRealize
+
+    block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
+                   tirx.SeqStmt(body) if len(body) > 1 else body[0], root.init, allocs, root.match_buffers,
+                   root.annotations)
+    return tirx.PrimFunc(func.params, SBlockRealize(realize.iter_values, realize.predicate, block),
+                         func.ret_type, func.attrs)
+
+
+def _check_static(program: Program, who: str) -> None:
+    program.validate()
+    for b in program.buffers:
+        if any(s is None for s in b.shape):
+            raise InputError(f"{who}: buffer {b.name} has a flexible shape; call program.instantiate() first")
+
+
+def _check_buffers(program: Program, groups: list[_Group], known: dict) -> None:
+    """Every non-temporary buffer the program touches is a buffer of the function, of the same shape."""
+    used = {g.dst.buffer for g in groups} | {x for g in groups for x in _tree_buffers(g.expr)}
+    used = sorted(n for n in used if program.buffer(n).role != "temp")
+    missing = [n for n in used if n not in known]
+    if missing:
+        raise InputError(f"replace_blocks: the program's buffer(s) {', '.join(missing)} are not buffers of the "
+                         f"function (it has {', '.join(known)})")
+    for name in used:
+        shape = tuple(int(n) for n in known[name].shape)
+        if shape != tuple(program.buffer(name).interface_shape):
+            raise InputError(f"replace_blocks: buffer {name} has shape {shape} in the function but "
+                             f"{tuple(program.buffer(name).interface_shape)} in the program")
+
+
+def _check_order(program: Program, groups: list[_Group], children, accessed, replaced) -> None:
+    """The program's blocks can all run where the first replaced block was: no block kept between the
+    replaced ones reads what the program writes or writes what it reads."""
+    writes = {g.dst.buffer for g in groups}
+    reads = {x for g in groups for x in _tree_buffers(g.expr)}
+    for n in range(replaced[0] + 1, replaced[-1]):
+        r, w = accessed[n]
+        if n not in replaced and (r & writes or w & reads):
+            raise InputError(f"replace_blocks: a block kept between the replaced ones ({_names(children[n])}) "
+                             f"depends on them or they on it")
+
+
+def _block_buffers(stmt) -> tuple[set[str], set[str]]:
+    """Names of the buffers the blocks under ``stmt`` read, and write."""
+    from .importers import leaf_blocks
+    from .intrin_spec import region_buffer
+
+    found: list = []
+    leaf_blocks(stmt, found)
+    reads = {region_buffer(r).name for x in found for r in x.block.reads}
+    return reads, {region_buffer(w).name for x in found for w in x.block.writes}
+
+
+def _names(stmt) -> str:
+    from .importers import leaf_blocks
+
+    found: list = []
+    leaf_blocks(stmt, found)
+    return ", ".join(x.block.name_hint for x in found)
+
+
+def _emit_program(program: Program, groups: list[_Group], given: dict, keep_interface: bool) -> None:
+    """Emit ``program``'s blocks into the current root block: ``given`` maps buffer names to the
+    buffers the caller already has (parameters); the other buffers it uses are allocated, and a
+    given buffer with a ``layout`` is copied into its internal layout and back (``keep_interface``)."""
+    from tvm import tirx
+    from tvm.script.ir_builder import IRBuilder
+    from tvm.script.ir_builder import tirx as T
+
+    outer = {p: buf for p, buf in given.items() if keep_interface and program.buffer(p).layout}
+    bufs = {p: buf for p, buf in given.items() if p not in outer}
+    used = {g.dst.buffer for g in groups} | {x for g in groups for x in _tree_buffers(g.expr)}
+    for b in program.buffers:
+        if b.name in bufs or (b.name not in used and b.name not in outer):
+            continue
+        internal = f"{b.name}_v" if b.name in outer else b.name
+        buf = T.sblock_alloc_buffer(list(b.shape), b.dtype)
+        IRBuilder.name(internal, buf)
+        bufs[b.name] = buf
+    for p, ext in outer.items():
+        if _needs_copy_in(program, p):
+            _emit_copy_in(T, IRBuilder, program.buffer(p), ext, bufs[p])
+    for g in groups:
+        _emit_group(T, IRBuilder, tirx, program, g, bufs)
+    for p, ext in outer.items():
+        if program.buffer(p).role == "output":
+            _emit_copy_out(T, IRBuilder, program.buffer(p), ext, bufs[p])
 
 
 def _needs_copy_in(program: Program, buffer: str) -> bool:

@@ -389,7 +389,16 @@ def _lower_te_compute(b: _Builder, op, out_name: str, load) -> None:
 # --------------------------------------------------------------------------- TIR
 
 
-def _leaf_blocks(stmt, out: list) -> None:
+def leaf_blocks(stmt, out: list) -> None:
+    """Append to ``out`` every innermost block realize under ``stmt`` (loops, sequences, the root).
+
+    >>> from tvm import te
+    >>> A = te.placeholder((4,), name="A")
+    >>> found = []
+    >>> leaf_blocks(te.create_prim_func([A, te.compute((4,), lambda i: A[i] + 1.0, name="B")]).body, found)
+    >>> [r.block.name_hint for r in found]
+    ['B']
+    """
     from tvm import s_tir, tirx
 
     if isinstance(stmt, s_tir.SBlockRealize):
@@ -397,14 +406,14 @@ def _leaf_blocks(stmt, out: list) -> None:
         if _contains_block(blk.body):
             if blk.name_hint != "root":
                 raise UnsupportedKernelError(f"block {blk.name_hint!r} nests other blocks (not supported)")
-            _leaf_blocks(blk.body, out)
+            leaf_blocks(blk.body, out)
         else:
             out.append(stmt)
     elif isinstance(stmt, tirx.SeqStmt):
         for s in stmt.seq:
-            _leaf_blocks(s, out)
+            leaf_blocks(s, out)
     elif isinstance(stmt, tirx.For):
-        _leaf_blocks(stmt.body, out)
+        leaf_blocks(stmt.body, out)
     else:
         raise UnsupportedKernelError(f"statement {type(stmt).__name__} outside a block is not supported")
 
@@ -441,7 +450,7 @@ def from_prim_func(func, *, blocks: str | Iterable[str] | None = None, name: str
     if not isinstance(func, tirx.PrimFunc):
         raise InputError(f"from_prim_func: expected a tvm PrimFunc, got {type(func).__name__}")
     realizes: list = []
-    _leaf_blocks(func.body, realizes)
+    leaf_blocks(func.body, realizes)
     leaves = [r.block for r in realizes]
     if blocks is not None:
         wanted = [blocks] if isinstance(blocks, str) else list(blocks)
@@ -514,7 +523,7 @@ def _is_store(stmt) -> bool:
 def _buffers_read_outside(func, leaves) -> list:
     """Buffers read by blocks that are not imported."""
     all_blocks: list = []
-    _leaf_blocks(func.body, all_blocks)
+    leaf_blocks(func.body, all_blocks)
     names = {blk.name_hint for blk in leaves}
     out: list = []
     for realize in all_blocks:

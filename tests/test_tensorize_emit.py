@@ -438,40 +438,9 @@ def test_micro_kernel_unrolls_the_reduction_by_the_targets_k_unroll(K_, unrolled
     assert done.tiles["k"] == K_
 
 
-def _import_cycle(graph: dict[str, set[str]]) -> list[str]:
-    """One import cycle of ``graph`` (module -> modules it imports), or ``[]``."""
-    state: dict[str, int] = {}  # 1: on the current path, 2: done
-
-    def visit(mod: str, path: list[str]) -> list[str]:
-        state[mod] = 1
-        for dep in sorted(graph.get(mod, ())):
-            if state.get(dep) == 1:
-                return path[path.index(dep):] + [dep]
-            if dep not in state and (found := visit(dep, path + [dep])):
-                return found
-        state[mod] = 2
-        return []
-
-    for mod in sorted(graph):
-        if mod not in state and (found := visit(mod, [mod])):
-            return found
-    return []
-
-
-def test_tensorize_modules_import_one_another_without_cycles():
-    """No tensorize module reaches itself through its imports, function-level ones included
-    (the x86 implementations register through the package, not through a lazy import back)."""
-    from test_architecture import MODULES, imports_of
-
-    graph = {m: {t for t, _ in imports_of(p) if t.startswith("tensorize") and t != m}
-             for m, p in MODULES.items() if m.startswith("tensorize")}
-    assert _import_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}}) == ["a", "b", "c", "a"]
-    assert "tensorize.tensor_intrin" in graph["tensorize.x86"]
-    assert _import_cycle(graph) == []
-
-
 @pytest.mark.parametrize("module", ["tensorize.binding", "tensorize.intrin_spec", "tensorize.tensor_intrin",
-                                    "tensorize.schedule_steps", "tensorize.emit", "tvm_ext.tvmscript_text"])
+                                    "tensorize.schedule_steps", "tensorize.emit", "tensorize.exporters",
+                                    "tvm_ext.tvmscript_text"])
 def test_the_emission_modules_examples_run(module):
     import doctest
     import importlib

@@ -160,13 +160,44 @@ def test_rebuilt_loops_are_named_after_the_isamir_axes_even_python_keywords():
 
     p = parse_isamir("forall lambda:4,for:3 { C[lambda] := 0; C[lambda] += A[lambda][for]; }")
     A = te.placeholder((4, 3), name="A")
-    C = K.program_to_te(p, {"A": A})["C"]
-    assert [iv.var.name for iv in C.op.axis] == ["lambda"] and [iv.var.name for iv in C.op.reduce_axis] == ["for"]
-    f = tvm.compile(te.create_prim_func([A, C]), target="llvm")
+    r = te.reduce_axis((0, 3), name="r")
+    C = te.compute((4,), lambda i: te.max(A[i, r], axis=r), name="C")  # replaced by the program's sum
+    func = K.rebuild(K.Kernel("rowsum", [A, C], None, 12), p)
+    loop = func.body.block.body
+    assert [p.name for p in func.params] == ["A", "C"]
+    assert (loop.loop_var.name, loop.body.loop_var.name) == ("lambda", "for")
+    f = tvm.compile(func, target="llvm")
     a = np.random.default_rng(0).uniform(-1, 1, (4, 3)).astype("float32")
     c = tvm.runtime.empty((4,), "float32")
     f(tvm.runtime.tensor(a), c)
     np.testing.assert_allclose(c.numpy(), a.sum(axis=1), rtol=1e-6, atol=1e-6)
+
+
+def test_rebuild_keeps_the_blocks_the_program_does_not_compute_and_checks_its_buffers():
+    import tvm
+    from tvm import s_tir
+
+    from tensorize.exporters import replace_blocks
+    from tensorize.isamir import parse_isamir
+    from tensorize.search import find_mappings
+
+    k = K.separable_conv2d(1, 8, 16, 6, 3, stride=1, pad=1)
+    func = k.prim_func()
+    plan = K.plan_mappings(func, find_mappings(func, "x86", block=K.compute_blocks(func)))
+    rebuilt = K.rebuild(k, plan.program)
+    sch = s_tir.Schedule(rebuilt)
+    names = [sch.get(b).name_hint for b in sch.get_child_blocks(sch.get_sblock("root"))]
+    assert names[0] == "pad" and len(names) == 3  # the padding producer kept, the product factorized in two
+    assert [p.name for p in rebuilt.params] == [p.name for p in func.params]
+    got = tvm.compile(rebuilt, target="llvm")
+    ins = k.random_inputs(1)
+    out = tvm.runtime.empty(tuple(int(s) for s in k.output.shape), "float32")
+    got(*[tvm.runtime.tensor(a) for a in ins], out)
+    np.testing.assert_allclose(out.numpy(), k.reference(*ins), rtol=1e-4, atol=1e-4)
+    with pytest.raises(InputError, match="Z are not buffers of the function"):
+        replace_blocks(func, parse_isamir("forall i:4 { C[i] := Z[i]; }"))
+    with pytest.raises(InputError, match="shape"):
+        replace_blocks(func, parse_isamir("forall i:4 { C[i] := P[i]; }"))
 
 
 def test_bad_inputs_are_clear_errors():

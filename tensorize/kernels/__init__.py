@@ -5,8 +5,7 @@ One module per idea:
 * :mod:`~tensorize.kernels.zoo`: the TE kernels with numpy references (:class:`Kernel`);
 * :mod:`~tensorize.kernels.planning`: which mappings to run per block (:func:`plan_mappings`,
   :func:`simulate_plan`, :func:`plan_cycles`);
-* :mod:`~tensorize.kernels.rebuild`: the kernel rebuilt from a transformed ISAMIR program;
-* :mod:`~tensorize.kernels.build`: the whole flow, map -> plan -> emit -> build (:func:`tensorized`);
+* :mod:`~tensorize.kernels.build`: the whole flow, map -> plan -> rebuild -> emit -> build (:func:`tensorized`);
 * :mod:`~tensorize.kernels.knob_search`: emission knobs measured (:func:`quick_tune`).
 
 >>> k = matmul(32, 32, 16)
@@ -15,7 +14,7 @@ One module per idea:
 """
 from __future__ import annotations
 
-from .build import Tensorized, first_fitting, tensorized
+from .build import Tensorized, first_fitting, rebuild, tensorized
 from .knob_search import DEFAULT_KNOBS, TuneResult, quick_tune
 from .planning import (
     SCHEDULE_LEVEL_TRANSFORMS,
@@ -31,7 +30,6 @@ from .planning import (
     structural_transforms,
     transform_names,
 )
-from .rebuild import program_to_te, rebuild
 from .zoo import (
     DEFAULT_SIZES,
     KERNELS,
@@ -55,7 +53,6 @@ __all__ = [
     "make_kernel",
     "Plan", "plan_mappings", "simulate_plan", "plan_cycles", "mapping_rank", "real_calls", "compute_blocks",
     "covers", "origin_block", "transform_names", "structural_transforms", "SCHEDULE_LEVEL_TRANSFORMS",
-    "program_to_te", "rebuild",
-    "Tensorized", "tensorized", "first_fitting",
+    "Tensorized", "tensorized", "first_fitting", "rebuild",
     "DEFAULT_KNOBS", "TuneResult", "quick_tune",
 ]

@@ -2,7 +2,8 @@
 
 :func:`tensorized` finds the mappings of every block onto the ISA's
 instructions, plans one per block (:func:`tensorize.kernels.planning.plan_mappings`),
-rebuilds the kernel when the plan needed IR transforms, applies
+rebuilds the kernel when the plan needed IR transforms (:func:`rebuild`, the
+transformed ISAMIR blocks exported into the kernel's PrimFunc), applies
 :func:`tensorize.emit.apply` and builds through the kernel cache.
 """
 from __future__ import annotations
@@ -15,10 +16,30 @@ import numpy as np
 from tvm_ext.errors import ShapeError
 
 from .planning import Plan, compute_blocks, plan_mappings
-from .rebuild import rebuild
 from .zoo import Kernel, kernel_from_prim_func
 
-__all__ = ["Tensorized", "tensorized", "first_fitting"]
+__all__ = ["Tensorized", "tensorized", "first_fitting", "rebuild"]
+
+
+def rebuild(kernel: Kernel, program) -> Any:
+    """The kernel's PrimFunc with the blocks ``program`` (a transformed ISAMIR) computes replaced by
+    its exported blocks (:func:`tensorize.exporters.replace_blocks`); loops are named like the
+    ISAMIR axes, so a mapping's axis map names the rebuilt function's loops.
+
+    >>> from tensorize.importers import from_te
+    >>> from tensorize.kernels.zoo import matmul
+    >>> k = matmul(8, 8, 8)
+    >>> [p.name for p in rebuild(k, from_te(k.tensors)).params]
+    ['A', 'B', 'C']
+    """
+    from tensorize.exporters import replace_blocks
+
+    from tvm_ext.errors import InputError, MappingError
+
+    try:
+        return replace_blocks(kernel.prim_func(), program)
+    except InputError as e:
+        raise MappingError(f"rebuild {kernel.name}: {e}") from None
 
 @dataclass
 class Tensorized:
