@@ -12,7 +12,15 @@ Sextans' formula ``itemsize * (nnz + N * (2M + K)) / t`` as a share of the
 measured copy bandwidth.  Formats whose padding would blow up (ELL/DIA fill
 below 1/3, BCSR block fill below 1/2) are skipped, as a selector would.
 
-    python -m bench.sparse_executors [--quick] [--matrices nasa4704,lap2d] [--n 32]
+With ``--generated`` the run compares instead, per matrix, N and candidate
+format, the executor generated from the format's recipe
+(``schedules.sparse.recipes``; its matrix inspected by ``RecipeInspector(recipe, "auto")``)
+with the hand-written one (the library's template, or the template a generated
+executor replaced, kept in ``tests/sparse_oracles``), timed in interleaved
+rounds; the summary gives hand / generated per format and per (format, N),
+geomean and worst, against the goal of >= 0.95x.
+
+    python -m bench.sparse_executors [--quick] [--matrices nasa4704,lap2d] [--n 32] [--generated]
 """
 from __future__ import annotations
 
@@ -104,6 +112,71 @@ def _time_chosen(A, B, n: int, kind: str, repeat: int) -> dict[str, Any]:
             "inspect_runs": t_inspect / t}
 
 
+def _recipe_for(label: str, kind: str, lanes: int):
+    """The recipe generating the executor of candidate ``label`` (as :func:`_candidates` builds it)."""
+    import re
+
+    from schedules.sparse.recipes import library as L
+
+    if label == "ell":
+        return L.ell_col_recipe() if kind == "spmv" else L.ell_recipe()
+    if label.startswith("bcsr"):
+        r, c = map(int, re.fullmatch(r"bcsr(\d+)x(\d+)", label).groups())
+        return L.bcsr_recipe(r, c)
+    if label == f"sell{lanes}":
+        return L.sell_recipe(C=lanes)
+    if label == "csb":
+        return L.csb_recipe(4096)
+    return L.RECIPES[label]()
+
+
+def _generated_rows(run: BenchRun, mname: str, A, B, kind: str, n: int, lanes: int, rounds: int) -> None:
+    """Each candidate format's recipe-generated executor against its hand-written one (the library's
+    template, or the template it replaced, kept in ``tests/sparse_oracles``), timed in turns."""
+    from bench.sparse_recipes import _hand_executor, _time_pair
+    from schedules.sparse.recipes import build_recipe_executor
+    from schedules.sparse.recipes.inspector_choice import RecipeInspector
+    from tvm_ext.errors import TvmExtError
+
+    ref = A @ B
+    tol = 1e-3 * max(float(np.abs(ref).max()), 1.0)
+    for label, make in _candidates(A, kind, lanes).items():
+        try:
+            hand = _hand_executor(make(), n, kind)
+        except (TvmExtError, MemoryError):
+            continue
+        recipe = _recipe_for(label, kind, lanes)
+        gen = build_recipe_executor(recipe, A, n, kind=kind, fmt=RecipeInspector(recipe, "auto")(A))
+        for exe, who in ((hand, "hand-written"), (gen, "generated")):
+            err = float(np.abs(exe(B) - ref).max())
+            if err > tol:
+                raise AssertionError(f"{who} {label} on {mname} N={n}: error {err}")
+        th, tg, ratio = _time_pair(hand, gen, B, rounds)
+        run.add({"part": "generated", "matrix": mname, "nnz": int(A.nnz), "N": n, "format": label,
+                 "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": ratio})
+        print(f"  {mname} N={n} {label}: hand {th * 1e3:.3f} ms, generated {tg * 1e3:.3f} ms, "
+              f"hand/generated {ratio:.2f}", flush=True)
+
+
+def _report_generated(run: BenchRun) -> None:
+    rows = [r for r in run.rows if r.get("part") == "generated"]
+    print(run.header())
+    print(run.markdown(["matrix", "N", "format", "nnz", "hand_ms", "gen_ms", "ratio"], rows=rows))
+    print("\nhand-written time / generated time (median of interleaved rounds; >= 1: generated as fast)")
+    for fmt in dict.fromkeys(r["format"] for r in rows):
+        mine = [r for r in rows if r["format"] == fmt]
+        for name, rs in [(fmt, mine)] + [(f"  N={n}", [r for r in mine if r["N"] == n])
+                                          for n in sorted({r["N"] for r in mine})]:
+            xs = [r["ratio"] for r in rs]
+            worst = min(rs, key=lambda r: r["ratio"])
+            print(f"  {name:10s} geomean {geomean(xs):.2f}x  worst {min(xs):.2f}x "
+                  f"({worst['matrix']}, N={worst['N']})  [{len(xs)} cases]")
+    xs = [r["ratio"] for r in rows]
+    if xs:
+        ok = sum(x >= 0.95 for x in xs)
+        print(f"all: geomean {geomean(xs):.2f}x, worst {min(xs):.2f}x; >= 0.95x on {ok}/{len(xs)} cases")
+
+
 def run(quick: bool, *, out: str | None = None, argv: Sequence[str] = ()) -> list[dict]:
     """Run this suite as its command line does; its rows, each with its ``bench`` name.
 
@@ -116,7 +189,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = bench_args(__doc__.splitlines()[0], argv,
                       matrices={"default": None, "help": "comma list of matrix names"},
                       n={"default": None, "help": "comma list of N (1 = SpMV)"},
-                      dtype={"default": "float32", "help": "float32 or float64"})
+                      dtype={"default": "float32", "help": "float32 or float64"},
+                      generated={"action": "store_true",
+                                 "help": "compare the recipe-generated executors with the hand-written ones "
+                                         "per format instead (writes sparse_executors_generated JSON)"})
     from schedules.sparse.executors.codegen import native_lanes
     from tvm_ext.workloads import canonical_csr
 
@@ -129,7 +205,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     itemsize = np.dtype(args.dtype).itemsize
     repeat = 3 if args.quick else 5
     copy_bw = copy_bandwidth()
-    run = BenchRun("sparse_executors", out_dir=args.out)
+    run = BenchRun("sparse_executors_generated" if args.generated else "sparse_executors", out_dir=args.out)
     rng = np.random.default_rng(0)
     for mname, load in mats.items():
         A = canonical_csr(load(), dtype=args.dtype)
@@ -139,6 +215,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             B = rng.uniform(-1, 1, (k, n)).astype(args.dtype)
             if n == 1:
                 B = B[:, 0].copy()
+            if args.generated:
+                _generated_rows(run, mname, A, B, kind, n, lanes, rounds=5 if args.quick else 7)
+                continue
             times = _time_formats(A, B, kind, n, lanes, repeat)
             t_scipy = time_python(lambda: A @ B, repeat=repeat).min
             torch_fn = torch_spmm(A, B)
@@ -156,7 +235,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             run.add(row)
             print(f"  {mname} N={n}: best {best} {t * 1e3:.3f} ms, scipy {t_scipy * 1e3:.3f} ms, "
                   f"torch {t_torch * 1e3 if t_torch else float('nan'):.3f} ms", flush=True)
-    _report(run, copy_bw)
+    if args.generated:
+        _report_generated(run)
+    else:
+        _report(run, copy_bw)
 
 
 def _report(run: BenchRun, copy_bw: float) -> None:
