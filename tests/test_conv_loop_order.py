@@ -1,4 +1,4 @@
-"""Kernel-order candidates of the llvm schedule: offered when the B operand fits in half the L2, and correct."""
+"""Kernel-order candidates of the llvm schedule: offered when the B operand fits in the L2, and correct."""
 import numpy as np
 import pytest
 
@@ -24,7 +24,7 @@ def _matmul(k: int, n: int):
 
 
 @pytest.mark.parametrize("mcpu", ["skylake-avx512", "haswell"])
-def test_kernel_order_is_offered_only_when_the_whole_b_operand_fits_half_the_l2(mcpu):
+def test_kernel_order_is_offered_only_when_the_whole_b_operand_fits_in_the_l2(mcpu):
     from tvm_ext.compile_steps.llvm_schedule import KERNEL_ORDER, loop_order_variants, register_file_rows
     from tvm_ext.target import hardware_facts, resolve_target
 
