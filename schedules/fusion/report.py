@@ -88,8 +88,9 @@ def paper_differences(fig10: Sequence[dict], geo: dict) -> list[str]:
                                live_out="solution")[0]["reduction"]
         out.append(f"The high end: at the points the paper says reach Ideal ({', '.join(PAPER_IDEAL_WORKLOADS)} at "
                    f"{'/'.join(map(str, PAPER_IDEAL_SRAM_MB))} MB) the largest reduction is {top['reduction']:.2f}x "
-                   f"({top['workload']} N={top['N']}) against the paper's {hi}x, because the 10 iterations are a window of "
-                   "the while loop: its state (X, R, P, Gamma) ends in DRAM, so Ideal is A + B + X0 + X + R + P.  "
+                   f"({top['workload']} N={top['N']}) against the paper's {hi}x, because the 10 iterations are "
+                   "a window of the while loop: its state (X, R, P, Gamma) ends in DRAM, so Ideal is "
+                   "A + B + X0 + X + R + P.  "
                    f"Counting X alone as the output (live_out='solution') gives {solution:.1f}x there.")
     over = [r for r in fig10 if r["reduction"] > hi * 1.01]
     if over:
