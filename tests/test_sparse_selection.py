@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from schedules.sparse.selection import (
-    DIAGONAL_COUNT_LIMIT, FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots,
+    DIAGONAL_COUNT_LIMIT, FETCH_FROM_L1, FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots,
     get_default_selector,
-    select_format, set_default_selector, sparse_features,
+    repeat_share, select_format, set_default_selector, sparse_features,
 )
 from schedules.sparse.timed_choice import _close_candidates, _row_block, measure_close_candidates
 from tvm_ext.workloads import block_fem, lap2d, rmat, uniform_random
@@ -41,10 +41,12 @@ def test_scores_are_bytes_and_the_choice_is_their_minimum():
     assert choice.scores[choice.candidate.label] == min(scores.values())
     csr = scores[Candidate("csr")]
     nnz, m = feats["nnz"], feats["rows"]
-    # csr traffic: values + indices + indptr + B rows (all of B, 150 x 16 floats, fits in L2) +
-    # one multiply-add lane per non-zero and column + C written once
-    assert csr == pytest.approx(nnz * 8 + (m + 1) * 4 + nnz * 16 * 4 * (FETCH_FROM_L2 + LANE_COST)
-                                + m * 16 * 4)
+    # csr traffic: values + indices + indptr + B rows (all of B, 150 x 16 floats, fits in L2; the
+    # share repeating the row before's columns from L1) + one multiply-add lane per non-zero and
+    # column + C written once
+    rep = repeat_share(feats)
+    fetch = (1 - rep) * FETCH_FROM_L2 + rep * FETCH_FROM_L1
+    assert csr == pytest.approx(nnz * 8 + (m + 1) * 4 + nnz * 16 * 4 * (fetch + LANE_COST) + m * 16 * 4)
 
 
 def test_hyb_width_minimises_modelled_bytes():
@@ -346,3 +348,31 @@ def test_the_timed_block_keeps_the_matrix_block_alignment():
     # the block's 3 x 3 blocks are whole: fill 1, as on the whole matrix
     blocks = to_bcsr(block, 3, 3)
     assert blocks.bcol.size * 9 == block.nnz
+
+
+@pytest.mark.parametrize("facts", [dict(), dict(l2_bytes=256 << 10, llc_bytes=4 << 20, vector_bytes=32, l1_bytes=32 << 10),
+                                   dict(l2_bytes=2 << 20, llc_bytes=32 << 20, vector_bytes=64, l1_bytes=48 << 10)])
+def test_no_bcsr_for_a_five_point_laplacian_and_bcsr_for_dense_blocks(facts):
+    """§5.4: register blocks give no benefit at low non-zeros per row.  A 5-point row shares 2 of
+    its 5 columns with the row before, so the B fetches 2x1 / 3x1 blocks save are L1 hits, while
+    their padded slots (45-63% full) cost multiply-adds; dense 3x3 FEM blocks still win."""
+    from tvm_ext.workloads import block_fem
+
+    model = AnalyticCostModel(**facts)
+    for grid in (30, 100, 300):
+        f = sparse_features(lap2d(grid))
+        assert 0.35 < repeat_share(f) < 0.45  # 2 of 5 columns
+        for n in (1, 8, 32, 128):
+            choice = model.choose(f, n)
+            assert choice.format != "bcsr", (grid, n, choice.reason)
+    dense = sparse_features(block_fem(2000, 3, 3, seed=1))
+    for n in (1, 8, 32, 128):
+        assert model.choose(dense, n).candidate.label == "bcsr(R=3,C=3)"
+
+
+def test_the_l1_discount_needs_both_rows_b_rows_in_l1():
+    f = sparse_features(lap2d(100))
+    tiny_l1 = AnalyticCostModel(l1_bytes=64).scores(f, 32)[0]
+    roomy = AnalyticCostModel(l1_bytes=1 << 20).scores(f, 32)[0]
+    csr = Candidate("csr")
+    assert roomy[csr] < tiny_l1[csr]  # the repeated fetches are priced at L1 only when they fit

@@ -16,7 +16,14 @@ each candidate representation:
   (stencils, FEM: each ``B`` row comes from memory once and is reused from
   L2 by the neighbouring rows), :data:`FETCH_FROM_LLC` when all of ``B``
   fits in the last-level cache (the target's L3 share per core times its
-  cores, :func:`~tvm_ext.target.hardware_facts`);
+  cores, :func:`~tvm_ext.target.hardware_facts`); a fetch of a ``B`` row the
+  row just before also fetched is an L1 hit (:data:`FETCH_FROM_L1`) while
+  both rows' ``B`` rows fit in L1: the share of such fetches comes from the
+  2 x 1 block fill (:func:`repeat_share`), and an R-row BCSR block row
+  repeats only at its first row (its R rows share each fetch in registers),
+  so the fetches BCSR saves on a stencil are the cheap ones (a 5-point
+  Laplacian's 2 x 1 or 3 x 1 blocks save L1 hits and pay padded multiply-adds:
+  measured 1.5x slower than CSR at N=128, no faster at N=8 or 32);
 * multiply-adds: every stored slot, padding included, costs ``N`` lanes of
   multiply-add -- at least one whole vector, except in the SpMV executors
   vectorised over rows (:data:`ROW_VECTOR_SPMV`) -- weighed at
@@ -69,6 +76,7 @@ __all__ = [
     "register_selector_loader",
     "get_default_selector",
     "sparse_features",
+    "repeat_share",
 ]
 
 #: Cost of one ``B`` byte fetched from the last-level cache, per byte from memory.
@@ -76,6 +84,9 @@ FETCH_FROM_LLC = 0.25
 #: Cost of one ``B`` byte fetched from L2 (the band of ``B`` a row window reuses fits there),
 #: per byte from memory: L2 delivers about 8x the memory bandwidth per core.
 FETCH_FROM_L2 = 0.125
+#: Cost of one ``B`` byte fetched again right after the row before fetched it (an L1 hit), per
+#: byte from memory: one load beside the multiply-add, priced as a lane (:data:`LANE_COST`).
+FETCH_FROM_L1 = 1 / 32
 #: Cost of one multiply-add lane (``value_bytes`` of ``B`` times a stored slot), per byte from
 #: memory: two FMA ports of 16 fp32 lanes on two cores give about 32x the memory bandwidth in bytes.
 LANE_COST = 1 / 32
@@ -332,6 +343,21 @@ def _structure_stats(A: Any, limit: int = DIAGONAL_COUNT_LIMIT) -> dict[str, Any
     }
 
 
+def repeat_share(features: dict[str, Any]) -> float:
+    """Share of a row's non-zeros whose column the row just before also has: ``2 * (1 - 1/(2 f))``
+    for the 2 x 1 block fill ``f`` (a row pair's shared columns, counted for both pairings of
+    consecutive rows), in ``[0, 1]``; 0 without the fill.
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> round(repeat_share(sparse_features(lap2d(50))), 2)  # 2 of a 5-point row's 5 columns
+    0.41
+    """
+    fill = features.get("block_fill", {}).get("2x1", 0.0)
+    if fill <= 0:
+        return 0.0
+    return float(min(max(2.0 * (1.0 - 1.0 / (2.0 * fill)), 0.0), 1.0))
+
+
 def _sell_slots(lengths: np.ndarray, c: int, sigma: int) -> int:
     """Stored slots of SELL-C-sigma: rows sorted inside sigma windows, C-row slices."""
     m = lengths.size
@@ -371,8 +397,9 @@ class AnalyticCostModel:
     def __init__(self, *, value_bytes: int = 4, max_padding: float = 3.0,
                  bcsr_sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8), beta: float = 0.0,
                  max_dia_streams: int = 16, l2_bytes: int | None = None, vector_bytes: int | None = None,
-                 llc_bytes: int | None = None):
+                 llc_bytes: int | None = None, l1_bytes: int | None = None):
         self.value_bytes = value_bytes
+        self.l1_bytes = l1_bytes  # per core; None: the host target's
         self.l2_bytes = l2_bytes  # per core; None: the host target's (hardware_facts)
         self.llc_bytes = llc_bytes  # shared by the threads; None: the host target's
         self.vector_bytes = vector_bytes  # widest vector; None: the host target's
@@ -437,6 +464,8 @@ class AnalyticCostModel:
         """Estimated cost of one product with ``n_cols`` columns, per candidate, in bytes of
         memory traffic (cache fetches and multiply-adds converted at their relative rates)."""
         est, excluded = self._estimates(features, n_cols)
+        repeats = repeat_share(features)
+        row_b_bytes = features["row_length"]["mean"] * n_cols * self.value_bytes
         vb, m, k = self.value_bytes, features["rows"], features["cols"]
         b_row = n_cols * vb
         band = min(k, 2 * int(features.get("bandwidth", k)) + 1) * b_row
@@ -451,6 +480,12 @@ class AnalyticCostModel:
         out = {}
         for cand, (a_bytes, fetches, streamed, slots) in est.items():
             factor = min(fetch, FETCH_FROM_LLC) if streamed else fetch
+            rows = int(cand.args.get("R", 1)) if cand.format == "bcsr" else 1
+            if not streamed and 2 * rows * row_b_bytes <= self._l1_bytes():
+                # the fetches repeating the row (block row) before hit L1; an R-row block
+                # repeats only across its first row
+                share = repeats / rows
+                factor = (1.0 - share) * factor + share * min(factor, FETCH_FROM_L1)
             # a slot's multiply-add is one vector instruction however few of its lanes N fills,
             # except in the SpMV executors that vectorise over rows (a slot is one lane there)
             lane_bytes = b_row if n_cols == 1 and cand.format in ROW_VECTOR_SPMV else max(b_row, vector)
@@ -458,6 +493,13 @@ class AnalyticCostModel:
             if cand.format == "dia" and n_cols > 1:
                 out[cand] += slots * DIA_SPMM_SLOT_BYTES
         return out, excluded
+
+    def _l1_bytes(self) -> int:
+        if self.l1_bytes is None:
+            from tvm_ext.target import hardware_facts
+
+            self.l1_bytes = int(hardware_facts().l1d_bytes)
+        return self.l1_bytes
 
     def _vector_bytes(self) -> int:
         if self.vector_bytes is None:
