@@ -536,6 +536,8 @@ class P2PExecutor:
         self.calls = self.replayed = 0
         self.last_policy = None
         self._failed = tvm.runtime.tensor(np.zeros(1, _I32), cpu)
+        # a view of the flag (DLPack, no copy): reading it after a call costs no tensor copy
+        self._failed_flag = np.from_dlpack(self._failed)
         self._args = [tvm.runtime.tensor(np.ascontiguousarray(a), cpu) for a in (
             off.indptr.astype(_I32), nz(off.indices.astype(_I32), _I32), nz(off.data, self.dtype),
             (1.0 / diag).astype(self.dtype), sched.thread_ptr, sched.seg_ptr,
@@ -586,7 +588,7 @@ class P2PExecutor:
             self._learn(way, per_pass)
             self.replayed += way == "replay"
             self.last_policy = way
-            if self._failed.numpy()[0]:
+            if self._failed_flag[0]:
                 if way == "replay":
                     raise ConfigError("point-to-point replay: a round found no segment ready "
                                       "(the schedule's waits form a cycle); the result is invalid")
