@@ -20,7 +20,7 @@ from typing import Any, Sequence
 
 from tvm_ext.errors import MappingError, ScheduleError
 
-__all__ = ["AxisBinding", "BlockIter", "Layout", "as_binding", "binding_from_mapping", "mapping_layout",
+__all__ = ["AxisBinding", "BlockIter", "Layout", "as_binding", "binding_from_mapping", "mapping_layout", "outer_terms",
            "block_iters", "mapped_iters", "drop_unit_axes"]
 
 #: A kernel buffer's dims as an instruction sees them: buffer dim -> the ``(instruction axis,
@@ -54,6 +54,9 @@ class AxisBinding:
     origins: dict[str, tuple[str, str]] = field(default_factory=dict)  # kernel axis -> (block, iter var)
     kinds: dict[str, str] = field(default_factory=dict)  # instruction axis -> "S" / "R" (checked when given)
     layouts: dict[str, Layout] = field(default_factory=dict)
+    #: kernel axis the mapping leaves outer -> kernel buffer -> {dim: coefficient}: how that axis
+    #: indexes the laid-out buffers, for the axes the emitter adds (:meth:`with_outer_axis`).
+    outer_terms: dict[str, dict[str, dict[int, int]]] = field(default_factory=dict)
 
     def without_axes(self, axes: Sequence[str]) -> "AxisBinding":
         """The binding with instruction ``axes`` left outer (out of the axis map and the layouts).
@@ -75,7 +78,46 @@ class AxisBinding:
         >>> AxisBinding("dot", {"k": "k"}, layouts={"A": {0: (("k", 1),)}}).with_buffers({"A": "A_pad"}).layouts
         {'A_pad': {0: (('k', 1),)}}
         """
-        return replace(self, layouts={renamed.get(b, b): lay for b, lay in self.layouts.items()})
+        outer = {x: {renamed.get(b, b): t for b, t in bufs.items()} for x, bufs in self.outer_terms.items()}
+        return replace(self, layouts={renamed.get(b, b): lay for b, lay in self.layouts.items()}, outer_terms=outer)
+
+    def with_outer_axis(self, name: str, it: "BlockIter", block: str) -> "AxisBinding":
+        """The binding with instruction axis ``name`` played by ``it``, an iter of ``block`` the
+        mapping left outer (the emitter's lane or call-batch axis), spatial.
+
+        With layouts (a mapping's), the axis' coefficients in the operands come from the
+        mapping (:attr:`outer_terms`); :class:`ScheduleError` when the mapping does not know
+        the iter.  Without, :func:`tensorize.intrin_spec.derive_spec` reads them from the block.
+
+        >>> b = AxisBinding("dot", {"k": "k"}, layouts={"C": {}, "A": {1: (("k", 1),)}},
+        ...                 outer_terms={"n": {"C": {0: 1}, "A": {0: 1}}})
+        >>> b.with_outer_axis("lane", BlockIter("v_n", "n", 8, "S", None), "C").layouts
+        {'C': {0: (('lane', 1),)}, 'A': {0: (('lane', 1),), 1: (('k', 1),)}}
+        """
+        out = replace(self, axis_map={**self.axis_map, name: it.loop_name}, kinds={**self.kinds, name: "S"})
+        if not self.layouts:
+            return out
+        axis = self._outer_axis_of(it, block)
+        if axis is None:
+            raise ScheduleError(f"block {block!r}: the mapping does not say how loop {it.loop_name} indexes the "
+                                f"operands (it left outer {', '.join(sorted(self.outer_terms)) or 'no axis'})")
+        layouts = {}
+        for buf, lay in self.layouts.items():
+            grown = dict(lay)
+            for d, c in self.outer_terms[axis].get(buf, {}).items():
+                grown[d] = grown.get(d, ()) + ((name, c),)
+            layouts[buf] = dict(sorted(grown.items()))
+        return replace(out, layouts=layouts)
+
+    def _outer_axis_of(self, it: "BlockIter", block: str) -> str | None:
+        """The kernel axis of :attr:`outer_terms` that block iter ``it`` plays (by origin, else by name)."""
+        for axis in self.outer_terms:
+            if self.origins.get(axis) == (block, it.name):
+                return axis
+        for axis in self.outer_terms:
+            if axis in (it.name, it.loop_name) or it.name == f"v_{axis}":
+                return axis
+        return None
 
 
 def as_binding(mapping: Any, isa: str | None = None) -> AxisBinding:
@@ -114,8 +156,9 @@ def binding_from_mapping(mapping: Any, isa: str | None = None) -> AxisBinding:
         ins, amap, prog = mapping.instruction, dict(mapping.axis_map), mapping.program
     except AttributeError:
         raise MappingError(f"cannot read a mapping of type {type(mapping).__name__}") from None
+    outer = outer_terms(mapping)
     origins = {}
-    for hay in amap.values():
+    for hay in (*amap.values(), *outer):
         origin = prog.axis(hay).origin if prog.has_axis(hay) else None
         if origin:
             origins[hay] = (str(origin[0]), str(origin[1]))
@@ -125,7 +168,7 @@ def binding_from_mapping(mapping: Any, isa: str | None = None) -> AxisBinding:
         reduced |= set(st.reduced_axes)
     kinds = {a: ("R" if a in reduced else "S") for a in ins.needle.axis_names}
     return AxisBinding(ins.name, amap, sizes, tuple(str(t) for t in mapping.transforms),
-                       isa or getattr(mapping, "isa", None) or "x86", origins, kinds, mapping_layout(mapping))
+                       isa or getattr(mapping, "isa", None) or "x86", origins, kinds, mapping_layout(mapping), outer)
 
 
 def mapping_layout(mapping: Any) -> dict[str, Layout]:
@@ -146,29 +189,64 @@ def mapping_layout(mapping: Any) -> dict[str, Layout]:
     >>> mapping_layout(m)["X"]
     {1: (('x', 1), ('d', 1))}
     """
+    needle = mapping.instruction.needle
+    out: dict[str, Layout] = {}
+    differ: set[str] = set()
+    for na, _, hb in _operand_accesses(mapping):
+        lay: Layout = {}
+        for d, (e, s) in enumerate(zip(mapping.dim_map[na.buffer], mapping.dim_strides[na.buffer])):
+            terms = tuple((x, s * na.rows[d].coeff(x)) for x in needle.axis_names if na.rows[d].coeff(x))
+            if terms:
+                lay[e] = terms
+        lay = dict(sorted(lay.items()))
+        if out.setdefault(hb, lay) != lay:
+            differ.add(hb)
+    return {b: lay for b, lay in out.items() if b not in differ}
+
+
+def outer_terms(mapping: Any) -> dict[str, dict[str, dict[int, int]]]:
+    """Kernel axis the mapping leaves outer -> kernel buffer -> ``{dim: coefficient}``, for the
+    buffers :func:`mapping_layout` lays out: how the mapped statements index them along that axis.
+
+    >>> from tvm import te
+    >>> from tensorize.search import find_mappings
+    >>> X = te.placeholder((2, 10), name="X"); W = te.placeholder((3,), name="W")
+    >>> r = te.reduce_axis((0, 3), name="r")
+    >>> Y = te.compute((2, 8), lambda n, w: te.sum(X[n, w + r] * W[r], axis=r), name="Y")
+    >>> m = find_mappings(Y, "x86", instructions=["conv1d_16xk"])[0]
+    >>> outer_terms(m)["n"]
+    {'X': {0: 1}, 'Y': {0: 1}}
+    """
+    laid = mapping_layout(mapping)
+    out: dict[str, dict[str, dict[int, int]]] = {x: {} for x in mapping.outer_axes}
+    differ: set[tuple[str, str]] = set()  # (axis, buffer) read two ways: the block decides (and refuses)
+    for _, ha, hb in _operand_accesses(mapping):
+        if hb not in laid:
+            continue
+        for x, bufs in out.items():
+            terms = {e: row.coeff(x) for e, row in enumerate(ha.rows) if row.coeff(x)}
+            if bufs.setdefault(hb, terms) != terms:
+                differ.add((x, hb))
+    return {x: {b: t for b, t in bufs.items() if t and (x, b) not in differ} for x, bufs in out.items()}
+
+
+def _operand_accesses(mapping: Any):
+    """(needle access, kernel access, kernel buffer) of every non-temporary operand the mapped
+    statements access, once per (needle buffer, kernel buffer) pair."""
     from .isamir import Access
 
     needle = mapping.instruction.needle
-    out: dict[str, Layout] = {}
     seen: set[tuple[str, str]] = set()
-    differ: set[str] = set()
     for k, h in enumerate(mapping.statement_map):
-        for na in needle.statements[k].accesses:
-            if not isinstance(na, Access) or na.buffer not in mapping.dim_map:
+        pairs = zip(needle.statements[k].accesses, mapping.program.statements[h].accesses)
+        for na, ha in pairs:
+            if not isinstance(na, Access) or not isinstance(ha, Access) or na.buffer not in mapping.dim_map:
                 continue
             hb = mapping.buffer_map.get(na.buffer)
             if hb is None or (na.buffer, hb) in seen or mapping.program.buffer(hb).role == "temp":
                 continue
             seen.add((na.buffer, hb))
-            lay: Layout = {}
-            for d, (e, s) in enumerate(zip(mapping.dim_map[na.buffer], mapping.dim_strides[na.buffer])):
-                terms = tuple((x, s * na.rows[d].coeff(x)) for x in needle.axis_names if na.rows[d].coeff(x))
-                if terms:
-                    lay[e] = terms
-            lay = dict(sorted(lay.items()))
-            if out.setdefault(hb, lay) != lay:
-                differ.add(hb)
-    return {b: lay for b, lay in out.items() if b not in differ}
+            yield na, ha, hb
 
 
 # ---------------------------------------------------------------------------

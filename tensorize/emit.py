@@ -29,12 +29,12 @@ Example::
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from tvm_ext.errors import MappingError, ScheduleError
 
-from .binding import AxisBinding, as_binding, block_iters, drop_unit_axes, mapped_iters
+from .binding import AxisBinding, BlockIter, as_binding, block_iters, drop_unit_axes, mapped_iters
 from .intrin_spec import IntrinSpec, derive_spec, last_nonunit, region_buffer
 from .schedule_steps import pack_inputs, pad_to_tiles, schedule_loops
 from .tensor_intrin import Implementation, get_implementation, register_intrin
@@ -130,9 +130,9 @@ def _bind(sch, block, binding: AxisBinding, implementation: Implementation, vect
     if spec.vector_axis is None and implementation.accumulate_local and vector_calls:
         lane = _lane_axis(sch, block, binding)
         if lane is not None:
-            binding = replace(binding, axis_map={**binding.axis_map, LANE: lane})
+            binding = binding.with_outer_axis(LANE, lane, sch.get(block).name_hint)
             spec = derive_spec(sch, block, binding, accumulate_local=True)
-            steps.append(f"vectorize across instruction calls along {lane} (the output's unit-stride axis)")
+            steps.append(f"vectorize across instruction calls along {lane.loop_name} (the output's unit-stride axis)")
     implementation.check(spec)
     return binding, spec
 
@@ -155,10 +155,10 @@ def _batch_rows(sch, block, binding: AxisBinding, spec: IntrinSpec, fixed: dict,
     if not outer:
         return binding, spec, fixed
     cand = outer[-1]
-    trial = replace(binding, axis_map={**binding.axis_map, CALLS: cand.loop_name})
     try:
+        trial = binding.with_outer_axis(CALLS, cand, sch.get(block).name_hint)
         new = derive_spec(sch, block, trial, accumulate_local=True)
-    except MappingError:
+    except MappingError:  # the batch axis would index an operand in a way the intrinsic cannot take
         return binding, spec, fixed
     if not new.output.single:
         return binding, spec, fixed
@@ -199,7 +199,7 @@ def _fit_tiles(implementation: Implementation, spec: IntrinSpec, fixed: dict[str
 LANE = "lane"
 
 
-def _lane_axis(sch, block, binding: AxisBinding) -> str | None:
+def _lane_axis(sch, block, binding: AxisBinding) -> BlockIter | None:
     """The unmapped spatial iter that alone indexes the output's last dim (or None)."""
     from tvm import tirx
 
@@ -211,7 +211,7 @@ def _lane_axis(sch, block, binding: AxisBinding) -> str | None:
     mapped = {it.name for it in mapped_iters(sch, block, binding, iters).values()}
     for it in iters:
         if it.var.same_as(last) and it.kind == "S" and it.name not in mapped and it.extent > 1:
-            return it.loop_name
+            return it
     return None
 
 

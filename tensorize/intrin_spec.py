@@ -276,7 +276,7 @@ def derive_spec(sch, block, binding: AxisBinding, *, accumulate_local: bool = Tr
         raise MappingError(f"block {bname!r}: an output dim of {body.buffer.name} is indexed by several mapped axes")
     printer = _ExprPrinter(operands, axes, var_of, bname, layouts)
     template = printer.print(body.value)
-    unread = sorted(set(layouts.layouts) - set(operands))
+    unread = sorted(set(layouts) - set(operands))
     if unread:
         raise ScheduleError(f"block {bname!r}: the mapping lays out buffer(s) {', '.join(unread)}, which the "
                             f"update does not access (it accesses {', '.join(operands)})")
@@ -289,23 +289,15 @@ def derive_spec(sch, block, binding: AxisBinding, *, accumulate_local: bool = Tr
         output=out, inputs=inputs, template=template)
 
 
-@dataclass(frozen=True)
-class _Layouts:
-    """The binding's layouts restricted to the current instruction axes; ``known``: the axes
-    they speak for (axes the emitter added, a lane or call-batch axis, are read from the block)."""
-
-    layouts: dict[str, Layout]
-    known: frozenset[str]
-
-
-def _current_layouts(binding: AxisBinding, axes) -> _Layouts:
+def _current_layouts(binding: AxisBinding, axes) -> dict[str, Layout]:
+    """The binding's layouts restricted to the current instruction axes (the emitter's lane and
+    call-batch axes included: :meth:`~tensorize.binding.AxisBinding.with_outer_axis` adds them)."""
     current = set(axes)
     layouts = {}
     for buf, lay in binding.layouts.items():
         kept = {d: tuple(t for t in terms if t[0] in current) for d, terms in lay.items()}
         layouts[buf] = {d: terms for d, terms in kept.items() if terms}
-    known = frozenset(a for lay in layouts.values() for terms in lay.values() for a, _ in terms)
-    return _Layouts(layouts, known)
+    return layouts
 
 
 def _layout_text(lay: Layout) -> str:
@@ -313,23 +305,19 @@ def _layout_text(lay: Layout) -> str:
     return "{" + ", ".join(dims) + "}"
 
 
-def _from_layout(buf, lay: Layout, known: frozenset, axes, dims, terms, bname):
-    """The operand's dims and terms from the mapping's layout ``lay``, checked against the block's
-    (``dims``, ``terms``); terms of axes the layout does not speak for come from the block."""
+def _from_layout(buf, lay: Layout, axes, dims, terms, bname):
+    """The operand's dims and terms: the mapping's layout ``lay``, checked against the block's
+    (``dims``, ``terms``)."""
     order = {a: n for n, a in enumerate(axes)}
-    block = {d: tuple(t for t in ts if t[0] in known) for d, ts in zip(dims, terms)}
-    block = {d: ts for d, ts in block.items() if ts}
+    block = dict(zip(dims, terms))
     if {d: sorted(ts) for d, ts in block.items()} != {d: sorted(ts) for d, ts in lay.items()}:
         raise ScheduleError(f"block {bname!r}: the mapping lays out {buf.name} as {_layout_text(lay)} but the block "
                             f"indexes it as {_layout_text(block)}")
-    merged = {d: list(ts) for d, ts in lay.items()}
-    for d, ts in zip(dims, terms):
-        merged.setdefault(d, []).extend(t for t in ts if t[0] not in known)
-    new_dims = tuple(sorted(merged))
-    return new_dims, tuple(tuple(sorted(merged[d], key=lambda t: order[t[0]])) for d in new_dims)
+    new_dims = tuple(sorted(lay))
+    return new_dims, tuple(tuple(sorted(lay[d], key=lambda t: order[t[0]])) for d in new_dims)
 
 
-def _operand(buf, indices, axes, var_of, name, bname, scope="global", layouts: _Layouts | None = None
+def _operand(buf, indices, axes, var_of, name, bname, scope="global", layouts: dict[str, Layout] | None = None
              ) -> OperandSpec:
     from tvm.sym import detect_linear_equation
     from tvm import tirx
@@ -352,8 +340,8 @@ def _operand(buf, indices, axes, var_of, name, bname, scope="global", layouts: _
             used.add(a)
         dims.append(d)
         terms.append(tuple((a, int(c)) for a, c in nz))
-    if layouts is not None and buf.name in layouts.layouts:
-        dims, terms = _from_layout(buf, layouts.layouts[buf.name], layouts.known, axes, dims, terms, bname)
+    if layouts and buf.name in layouts:
+        dims, terms = _from_layout(buf, layouts[buf.name], axes, dims, terms, bname)
     for d, t in zip(dims, terms):
         bare.append(len(t) == 1 and isinstance(indices[d], tirx.Var) and t[0][1] == 1)
     unit = bool(dims) and dims[-1] == last_nonunit(buf) and len(terms[-1]) == 1 and terms[-1][0][1] == 1
@@ -377,7 +365,7 @@ def last_nonunit(buf: Any) -> int:
 class _ExprPrinter:
     """Prints the update value in TVMScript over the intrinsic's operand names."""
 
-    def __init__(self, operands: dict, axes, var_of, bname, layouts: _Layouts | None = None):
+    def __init__(self, operands: dict, axes, var_of, bname, layouts: dict[str, Layout] | None = None):
         self.operands, self.axes, self.var_of, self.bname = operands, axes, var_of, bname
         self.layouts = layouts
         self.loads: dict[str, tuple] = {}

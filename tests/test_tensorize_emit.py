@@ -389,6 +389,60 @@ def test_a_buffer_two_needle_operands_read_differently_keeps_the_blocks_verdict(
         derive_spec(sch, sch.get_sblock("C"), b)
 
 
+def _planned_binding(kernel, block):
+    """The kernel's schedule and the binding of the first mapping the micro-kernel takes for ``block``."""
+    from tensorize.search import find_mappings
+
+    func = kernel.prim_func()
+    sch = s_tir.Schedule(func)
+    cands = K.plan_mappings(func, find_mappings(func, "x86", block=[block])).candidates[block]
+    return sch, as_binding(K.first_fitting(sch, block, cands, "micro"))
+
+
+def test_the_lane_axis_takes_its_coefficients_from_the_mapping():
+    from dataclasses import replace
+
+    from tensorize.binding import block_iters
+    from tensorize.emit import LANE
+
+    sch, b = _planned_binding(K.depthwise_conv2d(1, 32, 8, 3, pad=1), "depthwise")
+    blk = sch.get_sblock("depthwise")
+    ch = next(it for it in block_iters(sch, blk) if it.loop_name == "ch")
+    assert b.outer_terms["ch"] == {"pad": {3: 1}, "W": {2: 1}, "depthwise": {3: 1}}
+    lane = b.with_outer_axis(LANE, ch, "depthwise")
+    assert lane.layouts["depthwise"][3] == ((LANE, 1),) and lane.layouts["W"][2] == ((LANE, 1),)
+    spec = derive_spec(sch, blk, lane)
+    assert {op.buffer: dict(zip(op.dims, op.terms)) for op in spec.operands} == lane.layouts
+    # the block is the check: a mapping that says otherwise about the lane axis is refused
+    wrong = replace(b, outer_terms={**b.outer_terms, "ch": {**b.outer_terms["ch"], "W": {1: 1}}})
+    with pytest.raises(ScheduleError, match="lays out W"):
+        derive_spec(sch, blk, wrong.with_outer_axis(LANE, ch, "depthwise"))
+    with pytest.raises(ScheduleError, match="does not say how loop ch indexes the operands"):
+        replace(b, outer_terms={}).with_outer_axis(LANE, ch, "depthwise")
+    # a binding without layouts (written by hand) reads the lane axis from the block: the same operands
+    plain = replace(b, layouts={}, outer_terms={}).with_outer_axis(LANE, ch, "depthwise")
+    assert derive_spec(sch, blk, plain).operands == spec.operands
+
+
+def test_the_call_batch_axis_takes_its_coefficients_from_the_mapping():
+    from dataclasses import replace
+
+    from tensorize.emit import CALLS
+
+    kernel = K.conv2d_nhwc(1, 16, 32, 8, 3, stride=1, pad=1)
+    sch, b = _planned_binding(kernel, "conv")
+    assert b.outer_terms["h"] == {"pad": {1: 1}, "conv": {1: 1}}
+    done = apply(sch, sch.get_sblock("conv"), b, call_rows=2)
+    pad = next(op for op in done.spec.inputs if op.buffer == "pad")
+    assert done.spec.axes[0] == CALLS and dict(zip(pad.dims, pad.terms))[1][0] == (CALLS, 1)
+    got, ref = _run(_build(sch), kernel)
+    np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    sch, b = _planned_binding(kernel, "conv")
+    wrong = replace(b, outer_terms={**b.outer_terms, "h": {"pad": {1: 2}, "conv": {1: 1}}})
+    with pytest.raises(ScheduleError, match="lays out pad"):
+        apply(sch, sch.get_sblock("conv"), wrong, call_rows=2)
+
+
 @pytest.mark.parametrize("drop", ["i", "j", "k"])
 def test_a_spec_restricted_to_fewer_axes_is_the_spec_derived_for_them(drop):
     from tensorize.intrin_spec import last_nonunit, region_buffer
