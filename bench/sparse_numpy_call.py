@@ -43,6 +43,8 @@ N_VALUES = (1, 8, 32, 128)
 #: A matrix this large or larger is "large" in the summary.
 LARGE_NNZ = 1_000_000
 PEERS = ("mkl", "mkl_ie", "graphblas", "torch", "scipy")
+#: Phases of the warm inspect + build reported in executor runs (the rest: validation, the selector).
+WARM_PHASES = ("features", "measure", "format", "build")
 
 
 def _matrices(quick: bool) -> dict[str, Callable[[], sp.csr_array]]:
@@ -187,12 +189,18 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
         t_out = time_python(lambda: exe(B, out=out), repeat=repeat, min_repeat_s=min_s).min
         t_kernel = exe.time(B, repeat=repeat, min_repeat_ms=int(min_s * 1e3)).min
     t0 = time.perf_counter()
-    inspect(A, n_cols=n).build()  # warm: the kernels (the measured candidates' too) are in this process
+    warm = inspect(A, n_cols=n)  # warm: the kernels (the measured candidates' too) are in this process
+    t_select = time.perf_counter()
+    warm.build()
     t_warm = time.perf_counter() - t0
+    meas = warm.choice.measurement
+    phases = {"features": warm.features_seconds, "measure": meas.spent_seconds if meas else 0.0,
+              "format": warm.inspect_seconds, "build": t_warm - (t_select - t0)}
     row: dict[str, Any] = {"matrix": name, "rows": m, "nnz": A.nnz, "N": n, "dtype": dtype,
                            "format": plan.label, "inspect_ms": t_inspect * 1e3,
                            "inspect_runs": t_inspect / t_call, "inspect_build_ms": t_warm * 1e3,
                            "inspect_build_runs": t_warm / t_call, "inspect_mnnz_s": A.nnz / t_warm / 1e6,
+                           **{f"warm_{k}_runs": v / t_call for k, v in phases.items()},
                            "ours_ms": t_call * 1e3,
                            "ours_out_ms": t_out * 1e3, "kernel_ms": t_kernel * 1e3}
     for peer, fn in _peers(A, B, n, threads).items():
@@ -254,7 +262,8 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
     print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; gbs = (bytes of A + B + C) / time of exe(B)\n")
     cols = ["matrix", "N", "nnz", "format", "ours_ms", "ours_out_ms", "kernel_ms"] + \
         [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_ie", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs",
-                                      "inspect_build_runs", "inspect_mnnz_s"]
+                                      "inspect_build_runs", "inspect_mnnz_s"] + \
+        [f"warm_{k}_runs" for k in WARM_PHASES]
     keep = BenchRun("sparse_numpy_call", out_dir=None)
     keep.rows = rows
     print(keep.markdown(cols))
@@ -262,7 +271,8 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
     print("\nx_* = peer time / ours at the numpy call (exe(B)); kx_* = peer time / our kernel alone")
     print("inspect_runs = first inspect(A, N) (kernels loaded from the disk cache) / exe(B); "
           "inspect_build_runs = inspect(A, N).build() again, kernels in memory (warm), / exe(B); "
-          "inspect_mnnz_s = nnz / that time, in millions")
+          "inspect_mnnz_s = nnz / that time, in millions; warm_*_runs = its phases / exe(B): the "
+          "features (sampled), the candidates' timing, the chosen format's construction, the build")
     for label, sub in (("all", rows), (f">= {LARGE_NNZ // 10**6} M nnz", large)):
         if not sub:
             continue
