@@ -574,16 +574,30 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 vm2[last.var] = v
                 _guarded(f, last_guards, vm2, lambda: fma(vm2, 0))
             return
-        length = hi - lo
-        with f.loop("serial", 0, length // chains, "q") as q:
-            with f.loop("unroll", 0, chains, "c") as c:
-                vm2 = dict(vm)
-                vm2[last.var] = lo + q * chains + c
-                _guarded(f, last_guards, vm2, lambda: fma(vm2, c))
-        with f.loop("serial", lo + length // chains * chains, hi, last.name) as v:
-            vm3 = dict(vm)
-            vm3[last.var] = v
-            _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
+        def one_chain():
+            with f.loop("serial", lo, hi, last.name) as v:
+                vm1 = dict(vm)
+                vm1[last.var] = v
+                _guarded(f, last_guards, vm1, lambda: fma(vm1, 0))
+
+        def interleaved():
+            length = hi - lo
+            with f.loop("serial", 0, length // chains, "q") as q:
+                with f.loop("unroll", 0, chains, "c") as c:
+                    vm2 = dict(vm)
+                    vm2[last.var] = lo + q * chains + c
+                    _guarded(f, last_guards, vm2, lambda: fma(vm2, c))
+            with f.loop("serial", lo + length // chains * chains, hi, last.name) as v:
+                vm3 = dict(vm)
+                vm3[last.var] = v
+                _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
+        # a short trip runs as one chain (SpMV: under two rounds of the chains; SpMM: under one),
+        # where the chains' remainder and final sums cost more than the latency they hide
+        with f.T.If(hi - lo >= (2 if nest.kind == "spmv" else 1) * chains):
+            with f.T.Then():
+                interleaved()
+            with f.T.Else():
+                one_chain()
 
     _emit_levels(f, outer, outer_guards, dict(vmap), innermost, unroll=True)
 
