@@ -208,14 +208,11 @@ def outer_terms(mapping: Any) -> dict[str, dict[str, dict[int, int]]]:
     """Kernel axis the mapping leaves outer -> kernel buffer -> ``{dim: coefficient}``, for the
     buffers :func:`mapping_layout` lays out: how the mapped statements index them along that axis.
 
-    >>> from tvm import te
+    >>> from tensorize.kernels.zoo import batch_matmul
     >>> from tensorize.search import find_mappings
-    >>> X = te.placeholder((2, 10), name="X"); W = te.placeholder((3,), name="W")
-    >>> r = te.reduce_axis((0, 3), name="r")
-    >>> Y = te.compute((2, 8), lambda n, w: te.sum(X[n, w + r] * W[r], axis=r), name="Y")
-    >>> m = find_mappings(Y, "x86", instructions=["conv1d_16xk"])[0]
-    >>> outer_terms(m)["n"]
-    {'X': {0: 1}, 'Y': {0: 1}}
+    >>> m = find_mappings(batch_matmul(2, 16, 16, 16).output, "x86", instructions=["matmul_16x16x16"])[0]
+    >>> outer_terms(m)   # the batch axis indexes dim 0 of A, B and C
+    {'b': {'A': {0: 1}, 'B': {0: 1}, 'C': {0: 1}}}
     """
     laid = mapping_layout(mapping)
     out: dict[str, dict[str, dict[int, int]]] = {x: {} for x in mapping.outer_axes}
