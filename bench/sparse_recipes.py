@@ -68,10 +68,11 @@ NEW_FORMATS = {"sdia": "dia"}
 def templates() -> dict:
     """Formats whose library executor is generated now: the hand-written template each replaced,
     kept as a test oracle (its kernels class), is the "hand" side."""
+    from tests.sparse_oracles.coo_template import TemplateCOOKernels
     from tests.sparse_oracles.dia_template import TemplateDIAKernels
     from tests.sparse_oracles.hyb_template import TemplateHYBKernels
 
-    return {"dia": TemplateDIAKernels, "hyb": TemplateHYBKernels}
+    return {"coo": TemplateCOOKernels, "dia": TemplateDIAKernels, "hyb": TemplateHYBKernels}
 
 
 def _hand_executor(fmt, n: int, kind: str):
