@@ -70,9 +70,11 @@ def templates() -> dict:
     kept as a test oracle (its kernels class), is the "hand" side."""
     from tests.sparse_oracles.coo_template import TemplateCOOKernels
     from tests.sparse_oracles.dia_template import TemplateDIAKernels
+    from tests.sparse_oracles.ell_template import TemplateELLKernels
     from tests.sparse_oracles.hyb_template import TemplateHYBKernels
 
-    return {"coo": TemplateCOOKernels, "dia": TemplateDIAKernels, "hyb": TemplateHYBKernels}
+    return {"coo": TemplateCOOKernels, "dia": TemplateDIAKernels, "ell": TemplateELLKernels,
+            "hyb": TemplateHYBKernels}
 
 
 def _hand_executor(fmt, n: int, kind: str):

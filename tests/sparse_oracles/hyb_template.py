@@ -19,12 +19,12 @@ from dataclasses import dataclass
 
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
                                                 parse_prim_func, prim_func_source)
-from schedules.sparse.executors.ell import ell_buffers, ell_part_array, emit_ell_rows
 from schedules.sparse.executors.partition import row_aligned_chunks
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import column_tiers
 from schedules.sparse.executors.hyb import HYBKernels
 from tests.sparse_oracles.coo_template import emit_row_runs
+from tests.sparse_oracles.ell_template import ell_buffers, ell_part_array, emit_ell_rows
 
 __all__ = ["HYBParams", "TemplateHYBKernels", "hyb_spmm_primfunc", "hyb_spmv_primfunc", "hyb_source"]
 
