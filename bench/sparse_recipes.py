@@ -72,9 +72,10 @@ def templates() -> dict:
     from tests.sparse_oracles.dia_template import TemplateDIAKernels
     from tests.sparse_oracles.ell_template import TemplateELLKernels
     from tests.sparse_oracles.hyb_template import TemplateHYBKernels
+    from tests.sparse_oracles.sell_template import TemplateSELLKernels
 
     return {"coo": TemplateCOOKernels, "dia": TemplateDIAKernels, "ell": TemplateELLKernels,
-            "hyb": TemplateHYBKernels}
+            "hyb": TemplateHYBKernels, "sell": TemplateSELLKernels}
 
 
 def _hand_executor(fmt, n: int, kind: str):

@@ -1,20 +1,18 @@
-"""SELL-C-sigma executors (Kreutzer et al.'s sliced ELL; Venkat 2016 §5.3 ELL executor per slice).
+"""SELL-C-sigma executors, generated from the SELL recipe (Kreutzer et al.'s sliced ELL: rows
+sorted by length inside sigma-windows, tiled into slices of ``C``, each slice
+compacted-and-padded column-major to its own longest row;
+:func:`~schedules.sparse.recipes.library.sell_recipe`).
 
-Slices of ``C`` rows (sorted by length inside sigma-windows, ``perm[new] = old``)
-are stored column-major inside the slice, with per-slice widths.
-
-* SpMM: one spatial block per (slice, slice row, column tile); the slice
-  row's ``slice_width[s]`` entries accumulate in registers and the result is
-  written to ``C[perm[...]]`` (padding rows, ``perm == M``, are skipped).
-* SpMV: vectorised over the ``C`` rows of a slice (contiguous ``data``/``col``
-  vectors, gathered ``x``), then scattered through ``perm``.
-
-Slices are split into entry-balanced parts for ``T.parallel``.  The slice
-height ``C`` is a compile-time constant (part of the cache signature).
+The container (:class:`~schedules.sparse.formats.SELL`) binds the recipe's nest: ``perm``'s
+first ``M`` entries are the row permutation, ``slice_ptr / C`` the slices' position offsets,
+``col`` and ``data`` seen as ``(positions, C)`` the padded copies.  SpMM keeps a slice row's
+column tile in registers across its positions; SpMV runs the slice's ``C`` rows as one
+vector; results are written through ``perm``.  The slice height ``C`` is a compile-time
+constant (part of the recipe, so of the cache signature).
 
 >>> f = sell_spmv_primfunc(SELLParams(), "float32", 8)
->>> f.params[0].shape[0].name
-'NPERM'
+>>> [b.name for b in f.params[:2]]
+['perm_i', 'offset']
 """
 from __future__ import annotations
 
@@ -24,15 +22,12 @@ import numpy as np
 
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
-from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
-                                                parallel_items, parse_prim_func, prim_func_source)
-from schedules.sparse.executors.partition import balanced_parts
-from schedules.sparse.executors.spec import ExecParams, FormatKernels
-from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
-                                              tier_chains)
+from schedules.sparse.executors.spec import ExecParams
+from schedules.sparse.recipes.container import ContainerKernels, generated_primfunc
+from schedules.sparse.recipes.nest import BufferRole, Role
 from tvm_ext.errors import InputError
 
-__all__ = ["SELLParams", "SELLKernels", "sell_spmm_primfunc", "sell_spmv_primfunc", "sell_source",
+__all__ = ["SELLParams", "SELLKernels", "sell_spmm_primfunc", "sell_spmv_primfunc", "check_height",
            "MAX_SLICE"]
 
 #: Largest slice height the generators accept.
@@ -44,96 +39,45 @@ class SELLParams(ExecParams):
     """SELL knobs (see :class:`ExecParams`); C and sigma belong to the format."""
 
 
-def _emit_spmm(code: Code, params: ExecParams, dtype: str, SC: int) -> None:
-    perm = f"perm[vs * {SC} + vr]"
-
-    def entries(code_: Code, tier, fma) -> None:
-        def entry(c_: Code, j: str, k: str) -> None:
-            e = f"slice_ptr[vs] + ({j}) * {SC} + vr"
-            fma(c_, f"data[{e}]", f"col[{e}]", "0", k)
-
-        emit_interleaved(code_, "j", "0", "slice_width[vs]", tier_chains(tier), entry)
-
-    with parallel_items(code, "s", "NS", params.parallel):
-        with code.block(f"for r in range({SC}):"):
-            emit_row_blocks(code, name="row", tiers=column_tiers(params.lanes, params.unroll, spmv=False),
-                            dtype=dtype, bindings=["vs = T.axis.spatial(NS, s)",
-                                                   f"vr = T.axis.spatial({SC}, r)"],
-                            rows=1, c_row=lambda _: perm, row_ok=lambda _: f"{perm} < M",
-                            accumulate=entries, chains=tier_chains)
-
-
-def _emit_spmv(code: Code, params: ExecParams, dtype: str, SC: int) -> None:
-    e = f"slice_ptr[vs] + j * {SC} + r"
-    perm = f"perm[vs * {SC} + r]"
-    with parallel_items(code, "s", "NS", params.parallel):
-        with code.block('with T.sblock("slice"):'):
-            code("vs = T.axis.spatial(NS, s)")
-            code(f'acc = T.sblock_alloc_buffer(({SC},), "{dtype}", scope="local")')
-            with code.block(f"for r in T.vectorized({SC}):"):
-                code(f"acc[r] = T.{dtype}(0)")
-            with code.block("for j in range(slice_width[vs]):"):
-                with code.block(f"for r in T.vectorized({SC}):"):
-                    code(f"acc[r] = acc[r] + data[{e}] * B[col[{e}]]")
-            with code.block(f"if beta == T.{dtype}(0):"):
-                with code.block(f"for r in range({SC}):"):
-                    with code.block(f"if {perm} < M:"):
-                        code(f"C_out[{perm}] = alpha * acc[r]")
-            with code.block("else:"):
-                with code.block(f"for r in range({SC}):"):
-                    with code.block(f"if {perm} < M:"):
-                        code(f"C_out[{perm}] = alpha * acc[r] + beta * C_in[{perm}]")
-
-
-def sell_source(params: ExecParams, dtype: str, slice_height: int, kind: str = "spmm") -> str:
-    """TVMScript text of the SELL executor for slices of ``slice_height`` rows."""
-    dtype = check_dtype(dtype)
-    _check_height(slice_height)
-    spmv = kind == "spmv"
-    bufs = [Buffer("a_perm", "perm", ("NPERM",), "int32"),
-            Buffer("a_slice_ptr", "slice_ptr", ("NS + 1",), "int32"),
-            Buffer("a_slice_width", "slice_width", ("NS",), "int32"),
-            Buffer("a_col", "col", ("NE",), "int32"),
-            Buffer("a_data", "data", ("NE",), dtype)]
-    if params.parallel:
-        bufs.append(Buffer("a_part", "part", ("NP",), "int32"))
-    bufs += dense_buffers(kind, dtype)
-    code = Code()
-    (_emit_spmv if spmv else _emit_spmm)(code, params, dtype, int(slice_height))
-    sizes = ["M", "K", "NPERM", "NS", "NE"] + (["N"] if not spmv else [])
-    sizes += ["NP"] if params.parallel else []
-    return prim_func_source(f"sell{slice_height}_{kind}", bufs, [("alpha", dtype), ("beta", dtype)],
-                            sizes, code)
-
-
-def _check_height(c: int) -> None:
+def check_height(c: int) -> None:
+    """:class:`InputError` unless the slice height ``c`` is an integer in ``1..MAX_SLICE``."""
     if int(c) != c or not 1 <= c <= MAX_SLICE:
         raise InputError(f"sell: slice height C must be an integer in 1..{MAX_SLICE}, got {c!r}")
 
 
+def _recipe(C: int, sigma: int | None = None):
+    from schedules.sparse.recipes.library import sell_recipe
+
+    check_height(C)
+    return sell_recipe(int(C), sigma)
+
+
 def sell_spmm_primfunc(params: ExecParams | None = None, dtype: str = "float32",
                        slice_height: int = 8, *, n_cols: int | None = None, target=None):
-    """SELL SpMM PrimFunc for slices of ``slice_height`` rows."""
-    p = (params or SELLParams()).resolve(check_dtype(dtype), n_cols, target)
-    return parse_prim_func(sell_source(p, dtype, slice_height, "spmm"))
+    """SELL SpMM PrimFunc for slices of ``slice_height`` rows (the recipe's generated executor)."""
+    return generated_primfunc(_recipe(slice_height), params or SELLParams(), dtype, "spmm", n_cols, target)
 
 
 def sell_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32",
                        slice_height: int = 8, *, target=None):
-    """SELL SpMV PrimFunc (vectorised over the slice's rows)."""
-    p = (params or SELLParams()).resolve(check_dtype(dtype), 1, target)
-    return parse_prim_func(sell_source(p, dtype, slice_height, "spmv"))
+    """SELL SpMV PrimFunc, vectorised over the slice's rows (the recipe's generated executor)."""
+    return generated_primfunc(_recipe(slice_height), params or SELLParams(), dtype, "spmv", 1, target)
 
 
-class SELLKernels(FormatKernels):
+class SELLKernels(ContainerKernels):
+    """SELL containers on the SELL-C-sigma recipe's executor."""
+
     format_name = "sell"
     params_cls = SELLParams
 
     def check(self, fmt) -> None:
-        _check_height(fmt.C)
+        check_height(fmt.C)
         m, k = fmt.shape
         ns = fmt.slice_width.size
         require_value_dtype(fmt.data, "sell.data")
+        if ns != -(-m // fmt.C):
+            raise InputError(f"sell.slice_width: {m} rows in slices of {fmt.C} make {-(-m // fmt.C)} "
+                             f"slices, got {ns}")
         require_array(fmt.perm, "sell.perm", "int32", (ns * fmt.C,))
         require_array(fmt.slice_ptr, "sell.slice_ptr", "int32", (ns + 1,))
         require_array(fmt.slice_width, "sell.slice_width", "int32", (ns,))
@@ -149,18 +93,22 @@ class SELLKernels(FormatKernels):
         if (np.bincount(fmt.perm, minlength=m + 1)[:m] != 1).any():
             raise InputError(f"sell.perm: every row 0..{m - 1} must appear exactly once "
                              "(padding rows point at M)")
+        if (fmt.perm[m:] != m).any():
+            raise InputError(f"sell.perm: padding rows (value {m}) must come after the {m} real rows")
 
-    def primfunc(self, fmt, params, kind, transpose):
-        return parse_prim_func(sell_source(params, fmt.data.dtype.name, fmt.C, kind))
+    def recipe_for(self, fmt):
+        return _recipe(fmt.C, fmt.sigma)
 
-    def signature(self, fmt, params, kind, transpose):
-        return ("sell", kind, fmt.data.dtype.name, int(fmt.C), params.kernel_key())
-
-    def arrays(self, fmt, params, kind, transpose, threads):
-        out = [fmt.perm, fmt.slice_ptr, fmt.slice_width, fmt.col, fmt.data]
-        if params.parallel:
-            out.append(balanced_parts(fmt.slice_ptr, params.n_parts(threads), item_cost=float(fmt.C)))
-        return out
+    def bind(self, fmt):
+        m, c = fmt.shape[0], int(fmt.C)
+        offset = (fmt.slice_ptr // c).astype(np.int32)
+        # a position's place in its slice row (the compaction's explicit j)
+        pos_j = (np.arange(offset[-1], dtype=np.int32)
+                 - np.repeat(offset[:-1], fmt.slice_width)).astype(np.int32)
+        return {BufferRole(Role.PERMUTATION, "i"): fmt.perm[:m], BufferRole(Role.OFFSET): offset,
+                BufferRole(Role.EXPLICIT, "j"): pos_j,
+                BufferRole(Role.COPY, "col"): fmt.col.reshape(-1, c),
+                BufferRole(Role.COPY, "data"): fmt.data.reshape(-1, c)}
 
     def nnz(self, fmt) -> int:
         return int(fmt.data.size)
