@@ -54,6 +54,9 @@ __all__ = ["RADIX_BITS", "radix_pass_primfunc", "group_primfunc", "gather_primfu
 
 #: Bits of the key one radix pass sorts (2048 buckets per chunk: the counts stay in L1/L2).
 RADIX_BITS = 11
+#: The segmented compaction ranks a segment's d distinct low parts in d * d compares; above
+#: this many compares per entry (summed over the segments) the radix sort is used instead.
+_RANK_WORK = 16
 #: Entries per chunk of the parallel passes (at least; fewer chunks on small inputs).
 _CHUNK_MIN = 1 << 15
 
@@ -142,6 +145,95 @@ def group_primfunc():
             offset[q + 1] = offset[q + 1] + offset[q]
 
     return group
+
+
+def segment_compact_primfunc():
+    """The PrimFunc compacting a key whose outer part ``key // div`` is already sorted (rows in
+    CSR order: BCSR's block rows, S-DIA's row tiles, SELL's chunks): per outer iteration ``o``
+    (entries ``seg_ptr[o]:seg_ptr[o + 1]``), parallel over chunks of outer iterations.
+
+    Each call runs the count pass: ``n_new[o]``, the distinct low parts ``key - o * div`` of
+    ``o`` (a marker array over ``div`` per chunk, stamped with ``o``).  With ``fill`` = 1
+    (after the caller's prefix sum of ``n_new`` into ``offset``) it also runs the
+    fill pass: the distinct low parts ranked (by counting the smaller ones: a segment holds
+    few), counted, their first slots by a prefix sum, and the entries scattered stably to their
+    sorted positions (``order``, ``key_out``, ``owner``); ``first[g]`` is compacted iteration
+    ``g``'s first entry (its position before sorting).
+
+    >>> len(segment_compact_primfunc().params)
+    16
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def segment_compact(k: T.handle, sp_: T.handle, cb: T.handle, nn: T.handle, off: T.handle, mk: T.handle, rk: T.handle,
+                        ls: T.handle, ct: T.handle, sc: T.handle, od: T.handle, ko: T.handle, ow: T.handle, fs: T.handle,
+                        div: T.int64, fill: T.int64):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        n_outer = T.int64()
+        nchunk = T.int64()
+        span = T.int64()
+        lanes = T.int64()
+        n_groups = T.int64()
+        key = T.match_buffer(k, (n,), "int64")
+        seg_ptr = T.match_buffer(sp_, (n_outer + 1,), "int64")
+        n_new = T.match_buffer(nn, (n_outer,), "int64")
+        chunk_ptr = T.match_buffer(cb, (nchunk + 1,), "int64")
+        offset = T.match_buffer(off, (n_outer + 1,), "int64")
+        mark = T.match_buffer(mk, (nchunk, lanes), "int64")
+        rank = T.match_buffer(rk, (nchunk, lanes), "int64")
+        lst = T.match_buffer(ls, (nchunk, span), "int64")
+        cnt = T.match_buffer(ct, (nchunk, span), "int64")
+        scalars = T.match_buffer(sc, (nchunk, 3), "int64")     # per chunk: distinct count, rank, slot
+        order = T.match_buffer(od, (n,), "int64")
+        key_out = T.match_buffer(ko, (n,), "int64")
+        owner = T.match_buffer(ow, (n,), "int64")
+        first = T.match_buffer(fs, (n_groups,), "int64")
+        for c in T.parallel(nchunk):
+            for b in range(lanes):
+                mark[c, b] = T.int64(-1)
+            for o in range(chunk_ptr[c], chunk_ptr[c + 1]):
+                # the bounds bound to variables first: with the loads written in the loop
+                # bounds, TVM 0.27's parallel body read segment 0's bounds in every chunk
+                e_lo: T.int64 = seg_ptr[o]
+                e_hi: T.int64 = seg_ptr[o + 1]
+                scalars[c, 0] = T.int64(0)
+                for e in range(e_lo, e_hi):       # count pass
+                    lo: T.int64 = key[e] - o * div
+                    if mark[c, lo] != o:
+                        mark[c, lo] = o
+                        lst[c, scalars[c, 0]] = lo
+                        scalars[c, 0] = scalars[c, 0] + T.int64(1)
+                n_new[o] = scalars[c, 0]
+                if fill > 0:                                      # fill pass
+                    for r in range(scalars[c, 0]):                # rank = how many low parts are smaller
+                        scalars[c, 1] = T.int64(0)
+                        for q in range(scalars[c, 0]):
+                            scalars[c, 1] = scalars[c, 1] + T.Select(lst[c, q] < lst[c, r], T.int64(1),
+                                                                     T.int64(0))
+                        rank[c, lst[c, r]] = scalars[c, 1]
+                        cnt[c, r] = T.int64(0)
+                    for e in range(e_lo, e_hi):
+                        r2: T.int64 = rank[c, key[e] - o * div]
+                        cnt[c, r2] = cnt[c, r2] + T.int64(1)
+                    scalars[c, 2] = e_lo
+                    for r in range(scalars[c, 0]):                        # prefix sum: first slots
+                        t: T.int64 = cnt[c, r]
+                        cnt[c, r] = scalars[c, 2]
+                        lst[c, r] = scalars[c, 2]
+                        scalars[c, 2] = scalars[c, 2] + t
+                    for e in range(e_lo, e_hi):   # stable scatter
+                        r3: T.int64 = rank[c, key[e] - o * div]
+                        p: T.int64 = cnt[c, r3]
+                        if p == lst[c, r3]:
+                            first[offset[o] + r3] = e
+                        order[p] = e
+                        key_out[p] = key[e]
+                        owner[p] = offset[o] + r3
+                        cnt[c, r3] = p + T.int64(1)
+
+    return segment_compact
 
 
 def gather_primfunc(dtype: str = "int64"):
@@ -273,6 +365,38 @@ def _sorted_space(space: IterationSpace, order: np.ndarray | None, target: Any) 
                                pos=_gather(space.pos, order, target))
 
 
+def _segmented(key: np.ndarray, div: int, n_outer: int, target: Any) -> tuple | None:
+    """``(order, sorted key, owner, offset, first)`` by :func:`segment_compact_primfunc`, or None
+    where the outer part of ``key`` is not sorted, the marker arrays would outgrow the entries, or
+    the segments hold so many distinct low parts that the insertion sort would cost more than a
+    radix sort."""
+    n = key.size
+    limit = 8 * n + (1 << 20)
+    if div > limit:
+        return None
+    outer = key // div
+    if not bool(np.all(outer[1:] >= outer[:-1])):
+        return None
+    seg_ptr = np.searchsorted(outer, np.arange(n_outer + 1, dtype=np.int64)).astype(np.int64)
+    span = int(min(np.diff(seg_ptr).max(), div))
+    nchunk = max(1, min(_threads() * 4, n_outer, limit // div))
+    mark, rank = np.empty((nchunk, div), np.int64), np.empty((nchunk, div), np.int64)
+    lst, cnt = np.empty((nchunk, span), np.int64), np.empty((nchunk, span), np.int64)
+    n_new, offset = np.empty(n_outer, np.int64), np.zeros(n_outer + 1, np.int64)
+    order, key_out, owner = np.empty(n, np.int64), np.empty(n, np.int64), np.empty(n, np.int64)
+    run = _kernel("segment_compact", segment_compact_primfunc, target)
+    chunk_ptr = (np.arange(nchunk + 1, dtype=np.int64) * n_outer) // nchunk
+    args = [_t(key), _t(seg_ptr), _t(chunk_ptr), _t(n_new), _t(offset), _t(mark), _t(rank), _t(lst), _t(cnt),
+            _t(np.empty((nchunk, 3), np.int64)), _t(order), _t(key_out), _t(owner)]
+    run(*args, _t(np.empty(1, np.int64)), div, 0)                   # count pass
+    if float(np.square(n_new, dtype=np.float64).sum()) > _RANK_WORK * n + 1e6:
+        return None
+    np.cumsum(n_new, out=offset[1:])
+    first = np.empty(max(int(offset[-1]), 1), np.int64)
+    run(*args, _t(first), div, 1)                                   # fill pass
+    return order, key_out, owner, offset, first[:int(offset[-1])]
+
+
 def _compiled_compact(space: IterationSpace, levels: str | Sequence[str], note: str,
                       target: Any) -> Compaction | None:
     """``transforms.compaction._compact`` with compiled kernels (None where the key overflows int64)."""
@@ -285,22 +409,29 @@ def _compiled_compact(space: IterationSpace, levels: str | Sequence[str], note: 
     key = _cmp._linear(space, outer + levels)
     if key is None:
         return None
-    sorted_ = stable_order(key, total, target=target)
-    order = None if sorted_ is None else sorted_[0]
-    unsorted = space
-    space = _sorted_space(space, order, target)
-    key = key if sorted_ is None else sorted_[1]
-    n = space.n
-    owner, starts = np.empty(n, np.int64), np.empty(n, np.int64)
-    offset, count = np.empty(n_outer + 1, np.int64), np.zeros(1, np.int64)
     div = max(math.prod(space.extent(lv) for lv in levels), 1)
-    if n:
-        _kernel("group", group_primfunc, target)(_t(key), _t(owner), _t(starts), _t(offset), _t(count), div)
+    n = space.n
+    seg = None
+    if n > 1 and not bool(np.all(key[1:] >= key[:-1])):
+        seg = _segmented(key, div, n_outer, target)
+    unsorted = space
+    if seg is not None:
+        order, key, owner, offset, at = seg
+        space = _sorted_space(space, order, target)
     else:
-        offset[:] = 0
-    starts = starts[:int(count[0])]
-    every = starts.size == n
-    at = starts if order is None else _gather(order, starts, target)   # first entries, unsorted positions
+        sorted_ = stable_order(key, total, target=target)
+        order = None if sorted_ is None else sorted_[0]
+        space = _sorted_space(space, order, target)
+        key = key if sorted_ is None else sorted_[1]
+        owner, starts = np.empty(n, np.int64), np.empty(n, np.int64)
+        offset, count = np.empty(n_outer + 1, np.int64), np.zeros(1, np.int64)
+        if n:
+            _kernel("group", group_primfunc, target)(_t(key), _t(owner), _t(starts), _t(offset), _t(count), div)
+        else:
+            offset[:] = 0
+        starts = starts[:int(count[0])]
+        at = starts if order is None else _gather(order, starts, target)   # first entries, unsorted positions
+    every = at.size == n
     explicit = {lv: space.coords[lv] if every else _gather(unsorted.coords[lv], at, target) for lv in levels}
     return Compaction(space._with(note), levels, outer, inner, offset, explicit, owner)
 
