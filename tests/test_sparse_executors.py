@@ -428,6 +428,24 @@ def test_bad_format_and_options_are_rejected():
         build_executor(make_csr(A32), 16)(dense(29, 4, "float32"), beta=1.0)
 
 
+def test_sell_layout_the_generated_executor_cannot_bind_is_rejected():
+    """The SELL recipe's nest reads the row permutation's first M entries and one slice per C
+    rows: a padding row among the real ones, or an extra slice, is one clear InputError."""
+    good = make_sell(A32, 4, 8)                     # 37 rows: slices of 4, 3 padding rows last
+    perm = good.perm.copy()
+    perm[0], perm[-1] = perm[-1], perm[0]           # a padding row in slice 0
+    moved = SELL(good.shape, 4, 8, perm, good.slice_ptr, good.slice_width, good.col, good.data)
+    with pytest.raises(InputError, match="padding rows"):
+        build_executor(moved)
+    extra = SELL(good.shape, 4, 8, np.concatenate([good.perm, np.full(4, 37, np.int32)]),
+                 np.append(good.slice_ptr, good.slice_ptr[-1]).astype(np.int32),
+                 np.append(good.slice_width, 0).astype(np.int32), good.col, good.data)
+    with pytest.raises(InputError, match="slices"):
+        build_executor(extra)
+    B = dense(29, 17, "float32")
+    np.testing.assert_allclose(build_executor(good, 17)(B), A32 @ B, **tol("float32"))
+
+
 def test_one_kernel_serves_every_size():
     from tvm_ext.kernel_cache import cache_info
 
