@@ -51,12 +51,14 @@ def test_compiled_inspector_gives_the_numpy_arrays(name, m, k, density, seed):
     _same_format(recipe.inspect(A), compiled_recipe(recipe).inspect(A))
 
 
-def test_compiled_inspector_on_a_large_unsorted_key_uses_several_radix_passes():
-    """BCSR 3x2 on a 20k-row matrix: the (block row, block column) key spans 3 radix digits."""
+@pytest.mark.parametrize("factory", [lambda: bcsr_recipe(3, 2), lambda: csb_recipe(64)], ids=["bcsr3x2", "csb64"])
+def test_compiled_inspector_on_a_large_matrix(factory):
+    """20k rows: BCSR's block rows are in entry order (the segmented kernel, many chunks); CSB's
+    (block row, block column) key is not, and spans 29 bits (three radix passes)."""
     rng = np.random.default_rng(7)
     rows, cols = rng.integers(0, 20000, 120_000), rng.integers(0, 20000, 120_000)
     A = sp.csr_array(sp.coo_array((rng.random(120_000), (rows, cols)), shape=(20000, 20000)))
-    recipe = bcsr_recipe(3, 2)
+    recipe = factory()
     _same_format(recipe.inspect(A), compiled_recipe(recipe).inspect(A))
 
 
