@@ -298,6 +298,10 @@ def replace_blocks(func, program: Program, *, inline: bool = True):
     replaced = [n for n, (_, writes) in enumerate(accessed) if writes & written]
     if not replaced:
         raise InputError(f"replace_blocks: no block of the function writes {sorted(written)}")
+    lost = sorted(set().union(*(accessed[n][1] for n in replaced)) - written)
+    if lost:
+        raise InputError(f"replace_blocks: the replaced blocks also write {', '.join(lost)}, which the program "
+                         f"does not compute")
     _check_order(program, groups, children, accessed, replaced)
     given = {b.name: known[b.name] for b in program.buffers if b.name in known}
     with IRBuilder() as ib:

@@ -200,6 +200,41 @@ def test_rebuild_keeps_the_blocks_the_program_does_not_compute_and_checks_its_bu
         replace_blocks(func, parse_isamir("forall i:4 { C[i] := P[i]; }"))
 
 
+def test_rebuild_refuses_to_move_blocks_past_one_that_depends_on_them():
+    from tvm import te
+
+    from tensorize.exporters import replace_blocks
+    from tensorize.isamir import parse_isamir
+
+    A = te.placeholder((4,), name="A")
+    B = te.compute((4,), lambda i: A[i] * 2.0, name="B")
+    D = te.compute((4,), lambda i: B[i] + 1.0, name="D")  # kept, between the two replaced blocks
+    C = te.compute((4,), lambda i: B[i] * 3.0, name="C")
+    func = te.create_prim_func([A, D, C])
+    with pytest.raises(InputError, match=r"a block kept between the replaced ones \(D\) depends on them"):
+        replace_blocks(func, parse_isamir("forall i:4 { B[i] := A[i]; B[i] *= 2; C[i] := A[i]; C[i] *= 6; }"))
+
+
+def test_rebuild_refuses_to_drop_a_buffer_a_replaced_loop_also_writes():
+    from tvm.script import tirx as T
+
+    from tensorize.exporters import replace_blocks
+    from tensorize.isamir import parse_isamir
+
+    @T.prim_func(s_tir=True)
+    def two(A: T.Buffer((4,), "float32"), X: T.Buffer((4,), "float32"), Y: T.Buffer((4,), "float32")):
+        for i in range(4):
+            with T.sblock("X"):
+                v = T.axis.spatial(4, i)
+                X[v] = A[v] * T.float32(2)
+            with T.sblock("Y"):
+                v = T.axis.spatial(4, i)
+                Y[v] = A[v] + T.float32(1)
+
+    with pytest.raises(InputError, match="the replaced blocks also write Y, which the program does not compute"):
+        replace_blocks(two, parse_isamir("forall i:4 { X[i] := A[i]; X[i] *= 2; }"))
+
+
 def test_bad_inputs_are_clear_errors():
     with pytest.raises(ShapeError, match="must be a positive int"):
         K.matmul(0, 4, 4)
