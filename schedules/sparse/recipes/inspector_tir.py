@@ -1,24 +1,37 @@
 """A recipe's compaction as compiled TIR kernels: count pass -> prefix sum -> fill pass.
 
 The dissertation's compact and compact-and-pad inspectors (Venkat 2016
-§5.1.2-5.1.3, Fig. 5.2's count / offset / fill structure) gather the
+§5.1.2-5.1.3: a ``marked`` vector over the compacted range, ``offset_index``
+per outer iteration; sized by a first traversal and filled by a second, as
+§5.2 describes OSKI's way, with Listing 5.10's per-block-row marker) gather the
 iterations of the compacted levels in executor order.  The numpy inspector
 (:mod:`schedules.sparse.transforms.compaction`) does it with a stable sort;
-here the same result comes from three compiled TIR kernels, built once per
-target through the kernel cache:
+here the same result comes from compiled TIR kernels, built once per target
+through the kernel cache:
 
-* :func:`radix_pass_primfunc` -- one digit of a stable LSD radix sort of the
-  compaction key (the row-major index over the outer and compacted levels):
-  per chunk a count pass (parallel over chunks of entries, i.e. over rows in
-  CSR order), a serial prefix sum over (digit, chunk), and a stable scatter
-  pass (parallel over chunks again: each chunk owns its offsets);
-* :func:`group_primfunc` -- the compacted iterations: the count pass over the
-  sorted keys (a new iteration where the key changes), the owner of every
-  entry, the iteration starts and the per-outer-iteration counts, turned into
-  ``offset_index`` by a prefix sum;
+* :func:`segment_compact_primfunc` -- where the outer levels are already in
+  entry order (BCSR's block rows, S-DIA's row tiles, SELL's chunks, or no
+  outer level: DIA, column-major ELL), per outer iteration a count pass over
+  its entries (the distinct compacted coordinates, by a marker array), the
+  caller's prefix sum of the counts into ``offset_index``, and a fill pass
+  (rank, count, prefix sum, stable scatter); parallel over chunks of outer
+  iterations, which own disjoint entries and offsets;
+* otherwise (CSB: its blocks interleave in row order) :func:`radix_pass_primfunc`,
+  one digit of a stable LSD radix sort of the compaction key (the row-major
+  index over the outer and compacted levels): per chunk of entries a count
+  pass, a serial prefix sum over (digit, chunk), and a stable scatter pass,
+  both parallel over chunks; then :func:`group_primfunc`, the compacted
+  iterations: a serial count pass over the sorted keys (a new iteration where
+  the key changes), the owner of every entry, the iteration starts, and the
+  per-outer-iteration counts turned into ``offset_index`` by a prefix sum;
 * :func:`gather_primfunc` / :func:`pad_fill_primfunc` -- the parallel fill
-  passes: coordinates in executor order, and ``A_prime[slot[e]] = src[pos[e]]``
-  (safe in parallel once the injectivity check has passed: slots are distinct).
+  passes: coordinates in executor order (gathered when first read), and
+  ``A_prime[slot[e]] = src[pos[e]]`` (safe in parallel once the injectivity
+  check has passed: slots are distinct).
+
+The coordinates of the levels themselves (tile, skew, shift, normalize...)
+stay the recipe's vectorised numpy steps: elementwise closed forms, a small
+share of the time.
 
 :func:`compiled_compact` and :func:`compiled_compact_and_pad` return the same
 :class:`~schedules.sparse.transforms.Compaction` /
@@ -48,7 +61,7 @@ from schedules.sparse.transforms.compaction import Compaction, PaddedCompaction
 from schedules.sparse.transforms.space import IterationSpace
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["RADIX_BITS", "radix_pass_primfunc", "group_primfunc", "gather_primfunc", "pad_fill_primfunc",
+__all__ = ["RADIX_BITS", "radix_pass_primfunc", "group_primfunc", "segment_compact_primfunc", "gather_primfunc", "pad_fill_primfunc",
            "stable_order", "compiled_compact", "compiled_compact_and_pad", "CompiledCompaction",
            "compiled_recipe"]
 
