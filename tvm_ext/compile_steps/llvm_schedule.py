@@ -10,7 +10,8 @@ Each PrimFunc left for llvm (after offloading) gets, in order of preference:
    With ``tensorize="measure"`` (the default) the tensorized kernel is kept only
    when it measures faster than the other candidates on random inputs (all
    built through the kernel cache, timed by
-   :mod:`~tvm_ext.compile_steps.candidate_timing`); ``"always"`` keeps it
+   :mod:`~tvm_ext.compile_steps.candidate_timing` with their weight packing
+   split out, as a model with constant weights runs them); ``"always"`` keeps it
    whenever it maps.  Measured beside it where their shapes fit:
    **depthwise** (:mod:`~tvm_ext.compile_steps.depthwise_schedule`, NHWC
    depthwise convolutions) and **gemv** (:mod:`~tvm_ext.compile_steps.gemv_schedule`,
@@ -36,7 +37,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tvm_ext.compile_steps.candidate_timing import measure_candidates, param_buffers, tvm_ffi_hash
+from tvm_ext.compile_steps.candidate_timing import (measure_candidates, param_buffers, prepacked_compute,
+                                                     tvm_ffi_hash)
 from tvm_ext.compile_steps.tile_sizes import largest_divisor
 
 __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
@@ -666,7 +668,8 @@ def _decide(func, name: str, tgt, db, tensorize: str) -> tuple[Any, KernelSchedu
     if gemv is not None:
         variants["gemv"] = (gemv[0], GEMV_DETAIL)
     try:
-        timed = {**{k: f for k, (f, _) in variants.items()}, **({"gemv": gemv[1]} if gemv else {})}
+        timed = {k: prepacked_compute(f, tgt) for k, (f, _) in variants.items()}
+        timed.update({"gemv": gemv[1]} if gemv else {})
         times = measure_candidates({**timed, "default": default}, tgt)
     except Exception as e:  # noqa: BLE001 - cannot measure here: trust the mapping
         why = f"not measured ({type(e).__name__}: {str(e).splitlines()[0][:80] if str(e) else ''})"
