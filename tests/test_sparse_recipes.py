@@ -325,3 +325,36 @@ def test_library_executor_is_generated_and_matches_the_template_oracle(fmt_name)
         ref = Executor(fmt, tmpl, p, kind, False, None)(B)
         np.testing.assert_allclose(exe(B), ref, rtol=1e-5, atol=1e-5)
         np.testing.assert_allclose(exe(B), A @ B, rtol=1e-5, atol=1e-5)
+
+
+def test_split_takes_the_row_loop_from_the_nest():
+    """SplitAt's inspector half finds the loop owning the split range from the nest's bounds
+    (whatever it is called); a loop whose range no outer loop owns is a ScheduleError naming the step."""
+    import dataclasses
+
+    from tvm import tirx
+
+    from schedules.sparse import transforms as tf
+    from schedules.sparse.recipes.nest import Level, subst
+    from schedules.sparse.recipes.steps import SplitAt
+
+    A = _matrix(30, 20, 0.3, 4)
+    base = nest_from_primfunc(csr_loop_nest("float32", "spmm"))
+    split = SplitAt("j", "W", 2)
+    assert split.row_loop(base) == "i"
+    i, j = base.levels
+    r = tirx.Var("r", "int32")                               # the row loop renamed
+    renamed = dataclasses.replace(base, levels=(Level(r, i.lo, i.hi),
+                                                Level(j.var, subst(j.lo, {i.var: r}), subst(j.hi, {i.var: r}))))
+    assert split.row_loop(renamed) == "r"
+    space = tf.csr_space(A)
+    space_r = dataclasses.replace(space, levels=("r", "j"), coords={"r": space.coords["i"], "j": space.coords["j"]},
+                                  bounds={"r": space.bounds["i"], "j": space.bounds["j"]},
+                                  exprs={"r": "r", "j": "j"})
+    want, got = split.on_space(space, A, base), split.on_space(space_r, A, renamed)
+    for a, b in zip(want, got):
+        np.testing.assert_array_equal(a.pos, b.pos)
+    lens = np.diff(A.indptr)
+    assert want[0].n == int(np.minimum(lens, 2).sum()) and want[1].n == A.nnz - want[0].n
+    with pytest.raises(ScheduleError, match=r"split\(i"):
+        SplitAt("i", "W", 2).row_loop(base)

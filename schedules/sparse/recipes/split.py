@@ -99,7 +99,8 @@ class SplitRecipe:
         from tvm_ext.workloads.validation import canonical_csr
 
         csr = canonical_csr(A, dtype=dtype)
-        spaces = self.split.on_space(tf.csr_space(csr), csr)
+        base = nest_from_primfunc(csr_loop_nest(csr.dtype.name, "spmm"))
+        spaces = self.split.on_space(tf.csr_space(csr), csr, base)
         arrays, roles, sizes, meta = {}, {}, {self.split.size: self.split.bound(csr)}, []
         for at, (recipe, space) in enumerate(zip(self.parts, spaces)):
             nest = self.nest(csr.dtype.name, "spmm", at)

@@ -666,11 +666,25 @@ class SplitAt:
                     size_values=dict(nest.meta.get("size_values", {}), **{self.size: self.value}))
         return nest.replace(note, levels=levels, sizes=dict(nest.sizes, **{self.size: w}), meta=meta)
 
-    def on_space(self, space, csr) -> tuple:
-        """The inspected space's two parts (entries at row position ``< size`` and the rest)."""
+    def row_loop(self, nest: SparseNest) -> str:
+        """The loop whose iteration owns the split loop's range: the one outer loop its lower
+        bound reads (CSR's ``j in [indptr[i], indptr[i + 1])``: ``i``)."""
+        note = self.label
+        at = nest.index(self.level, note)
+        lo_vars = free_vars(nest.levels[at].lo)
+        owners = [lv.name for lv in nest.levels[:at] if any(v.same_as(lv.var) for v in lo_vars)]
+        if len(owners) != 1:
+            raise ScheduleError(f"{note}: the range of loop {self.level} must start at a bound read "
+                                f"through one outer loop (CSR's indptr[i]); it starts at "
+                                f"{nest.levels[at].lo}")
+        return owners[0]
+
+    def on_space(self, space, csr, nest: SparseNest) -> tuple:
+        """The inspected space's two parts (entries at position ``< size`` in the range of the
+        split loop, ``nest``'s unsplit loop nest naming the loop that owns that range, and the rest)."""
         import numpy as np
 
         w = self.bound(csr)
         base = np.asarray(space.source.indptr, dtype=np.int64)
-        rel = space.coords[self.level] - base[space.coords["i"]]
+        rel = space.coords[self.level] - base[space.coords[self.row_loop(nest)]]
         return tf.split(space, rel < w, label=f"{self.level} < {w}")
