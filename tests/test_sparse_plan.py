@@ -135,3 +135,34 @@ def test_explain_puts_whole_formats_before_block_shapes_in_the_exclusions():
     assert lines[0].startswith("  excluded dia:") and "occupied diagonals" in lines[0]
     assert any(ln.startswith("  excluded sell") and "never lighter than CSR" in ln for ln in lines)
     assert len(lines) <= 6 and ("more excluded" in text) == (len(plan.choice.excluded) > 6)
+
+
+def test_a_measured_plan_keeps_the_model_choice_built_on_the_whole_matrix():
+    # the model's choice is built on the whole matrix while the candidates are timed on a block
+    A = block_fem(400, 3, 3, seed=3)
+    plan = inspect(A, n_cols=8, measure=True, dtype="float64")
+    assert plan.format.shape == A.shape and plan.inspect_seconds > 0
+    if plan.choice.measurement is not None:
+        assert plan.label == plan.choice.measurement.chosen
+    B = np.random.default_rng(0).standard_normal((A.shape[1], 8))
+    np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-10)
+
+
+class _DiaEverywhere:
+    """A selector that always names DIA, which a graph's scattered diagonals refuse."""
+
+    name = "dia-everywhere"
+
+    def choose(self, features, n_cols):
+        return Choice(Candidate("dia"), {"dia": 1.0, "csr": 2.0}, {}, "always DIA", self.name,
+                      scored=((Candidate("dia"), 1.0), (Candidate("csr"), 2.0)))
+
+
+def test_a_measured_plan_drops_a_model_choice_that_cannot_be_built():
+    from tvm_ext.workloads import rmat
+
+    A = sp.csr_array(rmat(9), dtype=np.float64)  # DIA's fill limit refuses it
+    plan = inspect(A, n_cols=4, measure=True, selector=_DiaEverywhere())
+    assert plan.format_name == "csr" and "dia" in plan.choice.measurement.failed
+    B = np.random.default_rng(1).standard_normal((A.shape[1], 4))
+    np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-10)

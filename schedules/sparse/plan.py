@@ -20,6 +20,7 @@ True
 """
 from __future__ import annotations
 
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +29,9 @@ import numpy as np
 
 from schedules.sparse.formats import SparseFormat
 from schedules.sparse.inspectors import INSPECTORS
-from schedules.sparse.selection import Candidate, Choice, Selector, select_format, sparse_features
+from schedules.sparse.selection import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION, Candidate, Choice,
+                                        Selector, select_format, sparse_features)
+from schedules.sparse.timed_choice import measure_close_candidates
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
 
@@ -140,15 +143,59 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
     t0 = time.perf_counter()
     feats = sparse_features(csr)
     t_feats = time.perf_counter() - t0
+    early: _EarlyFormat | None = None
     if format is not None:
         choice = _forced_choice(format, format_args)
     else:
-        choice = select_format(csr, int(n_cols), selector=selector, features=feats, measure=measure)
+        choice = select_format(csr, int(n_cols), selector=selector, features=feats, measure=False)
+        if measure or (measure is None and feats["nnz"] >= MEASURE_MIN_NNZ):
+            # the model's choice is built on the whole matrix while the candidates are built on a
+            # block; the timed runs start once it is done (it is the kept choice most of the time)
+            early = _EarlyFormat(csr, choice.candidate)
+            choice = measure_close_candidates(csr, int(n_cols), choice,
+                                              max_row_fraction=MEASURE_ROW_FRACTION if feats["nnz"] > MEASURE_NNZ
+                                              else 1.0, before_runs=early.wait)
     t1 = time.perf_counter()
-    fmt = INSPECTORS[choice.format](csr, **choice.args, check_finite=False)  # checked above
-    t2 = time.perf_counter()
-    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t2 - t1, select_seconds=t1 - t0,
+    if early is not None and early.candidate == choice.candidate:
+        fmt = early.result()
+        t_format = early.seconds  # overlapped with the candidates' builds, inside t1 - t0
+    else:
+        fmt = INSPECTORS[choice.format](csr, **choice.args, check_finite=False)  # checked above
+        t_format = time.perf_counter() - t1
+    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t_format, select_seconds=t1 - t0,
                 features_seconds=t_feats)
+
+
+class _EarlyFormat:
+    """``candidate``'s inspector on ``csr``, run on a thread of its own (not the inspectors'
+    pool, whose workers it uses) from construction; :meth:`wait` joins it, :meth:`result`
+    returns the format or raises what the inspector raised."""
+
+    def __init__(self, csr: Any, candidate: Candidate):
+        self.candidate = candidate
+        self._fmt: SparseFormat | None = None
+        self._error: BaseException | None = None
+        self.seconds = 0.0  # the inspector's own time, once it finished
+        self._thread = threading.Thread(target=self._run, args=(csr,), name="tvmext-early-format", daemon=True)
+        self._thread.start()
+
+    def _run(self, csr: Any) -> None:
+        t0 = time.perf_counter()
+        try:
+            self._fmt = INSPECTORS[self.candidate.format](csr, **self.candidate.args, check_finite=False)
+        except BaseException as err:  # handed to the caller by result()
+            self._error = err
+        self.seconds = time.perf_counter() - t0
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> SparseFormat:
+        self.wait()
+        if self._error is not None:
+            raise self._error
+        assert self._fmt is not None
+        return self._fmt
 
 
 #: :func:`inspect` under a name that does not shadow the standard library's

@@ -90,7 +90,8 @@ def _window(csr: Any, a: int, b: int) -> Any:
 def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
                              max_row_fraction: float = 1.0, repeat: int = 5, min_rounds: int = 3,
-                             override: float = MEASURE_OVERRIDE, target: Any = None) -> Choice:
+                             override: float = MEASURE_OVERRIDE, target: Any = None,
+                             before_runs: Callable[[], Any] | None = None) -> Choice:
     """Time the choice against close candidates and a baseline; keep one that clearly wins.
 
     Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
@@ -105,7 +106,11 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     The model's choice stays unless another beats it by more than ``override`` in the
     median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
-    ``spent_seconds``.  Returns ``choice`` unchanged when there is nothing
+    ``spent_seconds``.  ``before_runs`` is called (its time not counted) once
+    the candidates are built and before the first timed run, also when fewer
+    than two could be built: :func:`~schedules.sparse.plan.inspect` builds the
+    model's choice on the whole matrix on other threads meanwhile, and waits
+    there, so that no timed run shares the cores with it.  Returns ``choice`` unchanged when there is nothing
     to compare, else a :class:`Choice` naming the kept candidate, with the
     :class:`Measurement`.
 
@@ -120,6 +125,8 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
 
     cands = _close_candidates(choice, margin, top_k)
     if len(cands) < 2:
+        if before_runs is not None:
+            before_runs()
         return choice
     t0 = time.perf_counter()
     a, b = _row_block(csr, max_nnz, int(np.ceil(max_row_fraction * csr.shape[0])))
@@ -135,6 +142,10 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
             exes[cand.label] = build_executor(fmt, n_cols, kind=kind, target=target)
         except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
             failed[cand.label] = f"{type(err).__name__}: {err}"
+    waited = time.perf_counter()
+    if before_runs is not None:
+        before_runs()
+    waited = time.perf_counter() - waited
     if not exes:
         return choice
     best = dict(choice.scored).get(choice.candidate)
@@ -157,7 +168,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     ratios = {} if mine is None else {
         label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
-                       time.perf_counter() - t0, override, ratios, far)
+                       time.perf_counter() - t0 - waited, override, ratios, far)
     picked = next(c for c in cands if c.label == meas.chosen)
     if picked == choice.candidate:
         kept = "" if meas.fastest == picked.label else f" (within {override:.0%} of the fastest)"
