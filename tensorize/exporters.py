@@ -283,6 +283,7 @@ def replace_blocks(func, program: Program, *, inline: bool = True):
     (['A', 'C'], 'i')
     """
     from tvm import tirx
+    from tvm.s_tir import SBlock, SBlockRealize
     from tvm.script.ir_builder import IRBuilder
     from tvm.script.ir_builder import tirx as T
 
@@ -293,16 +294,8 @@ def replace_blocks(func, program: Program, *, inline: bool = True):
     known = {b.name: b for b in (*func.params, *root.alloc_buffers)}
     groups = _groups(program, inline)
     _check_buffers(program, groups, known)
-    written = {g.dst.buffer for g in groups}
     accessed = [_block_buffers(c) for c in children]
-    replaced = [n for n, (_, writes) in enumerate(accessed) if writes & written]
-    if not replaced:
-        raise InputError(f"replace_blocks: no block of the function writes {sorted(written)}")
-    lost = sorted(set().union(*(accessed[n][1] for n in replaced)) - written)
-    if lost:
-        raise InputError(f"replace_blocks: the replaced blocks also write {', '.join(lost)}, which the program "
-                         f"does not compute")
-    _check_order(program, groups, children, accessed, replaced)
+    replaced = _replaced(program, groups, children, accessed)
     given = {b.name: known[b.name] for b in program.buffers if b.name in known}
     with IRBuilder() as ib:
         with T.prim_func(s_tir=True):  # a scaffold: its root block's content moves into ``func``
@@ -317,8 +310,6 @@ def replace_blocks(func, program: Program, *, inline: bool = True):
     still = set(known) & {b.name for b in program.buffers}
     still = still.union(*(r | w for n, (r, w) in enumerate(accessed) if n not in replaced))
     allocs = [b for b in root.alloc_buffers if b.name in still] + list(fragment.alloc_buffers)
-    from tvm.s_tir import SBlock, SBlockRealize
-
     block = SBlock(root.iter_vars, root.reads, root.writes, root.name_hint,
                    tirx.SeqStmt(body) if len(body) > 1 else body[0], root.init, allocs, root.match_buffers,
                    root.annotations)
@@ -348,7 +339,21 @@ def _check_buffers(program: Program, groups: list[_Group], known: dict) -> None:
                              f"{tuple(program.buffer(name).interface_shape)} in the program")
 
 
-def _check_order(program: Program, groups: list[_Group], children, accessed, replaced) -> None:
+def _replaced(program: Program, groups: list[_Group], children, accessed) -> list[int]:
+    """Indices of the root children (their buffers ``accessed``) whose blocks the program computes."""
+    written = {g.dst.buffer for g in groups}
+    replaced = [n for n, (_, writes) in enumerate(accessed) if writes & written]
+    if not replaced:
+        raise InputError(f"replace_blocks: no block of the function writes {sorted(written)}")
+    lost = sorted(set().union(*(accessed[n][1] for n in replaced)) - written)
+    if lost:
+        raise InputError(f"replace_blocks: the replaced blocks also write {', '.join(lost)}, which the program "
+                         f"does not compute")
+    _check_order(groups, children, accessed, replaced)
+    return replaced
+
+
+def _check_order(groups: list[_Group], children, accessed, replaced) -> None:
     """The program's blocks can all run where the first replaced block was: no block kept between the
     replaced ones reads what the program writes or writes what it reads."""
     writes = {g.dst.buffer for g in groups}
