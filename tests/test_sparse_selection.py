@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from schedules.sparse.selection import (
-    DIAGONAL_COUNT_LIMIT, FETCH_FROM_L1, FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice, _hyb_width, _sell_slots,
-    get_default_selector,
-    repeat_share, select_format, set_default_selector, sparse_features,
+    DIAGONAL_COUNT_LIMIT, FETCH_FROM_L1, FETCH_FROM_L2, LANE_COST, AnalyticCostModel, Candidate, Choice,
+    _hyb_width, _sell_slots, get_default_selector, repeat_share, select_format, set_default_selector,
+    sparse_features,
 )
 from schedules.sparse.timed_choice import _close_candidates, _row_block, measure_close_candidates
 from tvm_ext.workloads import block_fem, lap2d, rmat, uniform_random
@@ -350,8 +350,10 @@ def test_the_timed_block_keeps_the_matrix_block_alignment():
     assert blocks.bcol.size * 9 == block.nnz
 
 
-@pytest.mark.parametrize("facts", [dict(), dict(l2_bytes=256 << 10, llc_bytes=4 << 20, vector_bytes=32, l1_bytes=32 << 10),
-                                   dict(l2_bytes=2 << 20, llc_bytes=32 << 20, vector_bytes=64, l1_bytes=48 << 10)])
+@pytest.mark.parametrize("facts", [
+    dict(),
+    dict(l2_bytes=256 << 10, llc_bytes=4 << 20, vector_bytes=32, l1_bytes=32 << 10),
+    dict(l2_bytes=2 << 20, llc_bytes=32 << 20, vector_bytes=64, l1_bytes=48 << 10)])
 def test_no_bcsr_for_a_five_point_laplacian_and_bcsr_for_dense_blocks(facts):
     """§5.4: register blocks give no benefit at low non-zeros per row.  A 5-point row shares 2 of
     its 5 columns with the row before, so the B fetches 2x1 / 3x1 blocks save are L1 hits, while
