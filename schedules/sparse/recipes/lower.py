@@ -506,7 +506,8 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
                     fma({**vm, last.var: v}, 0)
             _emit_levels(f, inner[:-1], kept, dict(start), vector)
         else:
-            _reduce(f, nest, inner, guards, start, chains, fma)
+            _reduce(f, nest, inner, _drop_padded_row_guards(nest, outer, row_level, inner, guards), start,
+                    chains, fma)
         if chains > 1:
             with f.loop("unroll", 0, chains - 1, "k") as k:
                 with f.loop("unroll", 0, held, "r") as r:
@@ -569,10 +570,25 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
         ext = subst(hi - lo, {})
         small = hasattr(ext, "value") and int(ext.value) <= UNROLL_EXTENT
         if chains == 1 or small:
-            with f.loop("unroll" if small else "serial", lo, hi, last.name) as v:
-                vm2 = dict(vm)
-                vm2[last.var] = v
-                _guarded(f, last_guards, vm2, lambda: fma(vm2, 0))
+            # a constant loop no longer than the chains gives each iteration its own partial sum
+            # (BCSR's block slots: no FMA waits on the block's previous column)
+            per_slot = small and 1 < int(ext.value) <= chains
+
+            def plain(gs):
+                with f.loop("unroll" if small else "serial", lo, hi, last.name) as v:
+                    vm2 = dict(vm)
+                    vm2[last.var] = v
+                    _guarded(f, gs, vm2, lambda: fma(vm2, v - lo if per_slot else 0))
+            hoisted = _hoist_edge_guards(last, last_guards) if small else None
+            if hoisted is None:
+                plain(last_guards)
+                return
+            # BCSR's block column: the whole block in range runs unguarded, the edge block guarded
+            with f.T.If(subst(hoisted[0], vm)):
+                with f.T.Then():
+                    plain(hoisted[1])
+                with f.T.Else():
+                    plain(last_guards)
             return
         def one_chain():
             with f.loop("serial", lo, hi, last.name) as v:
@@ -600,6 +616,47 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 one_chain()
 
     _emit_levels(f, outer, outer_guards, dict(vmap), innermost, unroll=True)
+
+
+def _hoist_edge_guards(last: Level, guards: Sequence):
+    """``(condition, rest)``: the guards ``e + v < b`` on the constant loop ``v`` (``e``, ``b``
+    free of ``v``) hold for every ``v`` when they hold at its last iteration, so ``condition``
+    (their conjunction there) can be tested once outside the loop, which then keeps only
+    ``rest``; None when no guard has that form."""
+    import tvm
+    from tvm import tirx
+
+    ana = tvm.sym.Analyzer()
+    hoist, rest = [], []
+    for g in guards:
+        if isinstance(g, tirx.LT) and not any(v.same_as(last.var) for v in free_vars(g.b)) \
+                and not any(v.same_as(last.var) for v in free_vars(ana.simplify(g.a - last.var))):
+            hoist.append(subst(g, {last.var: last.hi - 1}))
+        else:
+            rest.append(g)
+    return (_all(hoist), rest) if hoist else None
+
+
+def _drop_padded_row_guards(nest: SparseNest, outer: Level, row_level, inner: Sequence[Level],
+                            guards: Sequence) -> list:
+    """``guards`` without those reading only the row tile's rows, where that is safe: the value
+    is a padded copy with identity 0 (a row past ``M`` adds 0 to an accumulator never written),
+    the column does not depend on the row, and no inner loop's bounds read the row."""
+    from tvm.ir.expr import TensorLoad
+
+    from schedules.sparse.recipes.nest import Role
+
+    if row_level is None:
+        return list(guards)
+    role = nest.roles.get(nest.value.source.name) if isinstance(nest.value, TensorLoad) else None
+    identity = nest.meta.get("compaction", {}).get("identity")
+    identity = identity.get("data") if isinstance(identity, dict) else identity
+    reads_row = any(v.same_as(row_level.var) for lv in inner for v in free_vars(lv.lo) + free_vars(lv.hi))
+    if role is None or role.role is not Role.COPY or identity != 0 or reads_row \
+            or any(v.same_as(row_level.var) for v in free_vars(nest.col)):
+        return list(guards)
+    row_vars = {outer.var, row_level.var} | set(nest.sizes.values())
+    return [g for g in guards if not set(free_vars(g)) <= row_vars]
 
 
 def _guarded(f: _Func, guards: Sequence, vmap: dict, body: Callable[[], None]) -> None:
