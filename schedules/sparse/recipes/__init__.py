@@ -13,9 +13,10 @@ parameters, the inspected iteration space; the executor-side schedule
 from schedules.sparse.recipes.library import (RECIPES, bcsr_recipe, coo_recipe, csb_recipe, csr_recipe,
                                              dia_recipe, ell_col_recipe, ell_recipe, hyb_recipe, sdia_recipe,
                                              sell_recipe)
+from schedules.sparse.recipes.inspector_choice import RecipeInspector
 from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe, RecipeKernels, build_recipe_executor
 from schedules.sparse.recipes.split import SplitRecipe
 
 __all__ = ["Recipe", "GeneratedFormat", "RecipeKernels", "build_recipe_executor", "RECIPES",
            "csr_recipe", "coo_recipe", "ell_recipe", "dia_recipe", "csb_recipe", "bcsr_recipe",
-           "sdia_recipe", "ell_col_recipe", "sell_recipe", "hyb_recipe", "SplitRecipe"]
+           "sdia_recipe", "ell_col_recipe", "sell_recipe", "hyb_recipe", "SplitRecipe", "RecipeInspector"]

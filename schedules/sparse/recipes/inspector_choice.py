@@ -118,10 +118,11 @@ class RecipeInspector:
 
     def _measure(self, csr) -> tuple:
         """Both inspectors on ``csr`` taking turns, :data:`MEASURE_ROUNDS` calls each, the fastest
-        call of each kept (the compiled kernels are built or loaded on a tiny matrix first)."""
-        import scipy.sparse as sp
+        call of each kept (the compiled kernels are built or loaded first, the loop nest made)."""
+        from schedules.sparse.recipes.inspector_tir import build_kernels
 
-        self._by_kind["tir"].inspect(sp.csr_array(np.eye(2, dtype=csr.dtype)))   # builds / loads the kernels
+        build_kernels(csr.dtype.name, self.target)
+        self.recipe.inspect(csr[:1])                   # the recipe's loop nest and its caches
         times, out = {"numpy": float("inf"), "tir": float("inf")}, {}
         for _ in range(MEASURE_ROUNDS):
             for kind in ("numpy", "tir"):

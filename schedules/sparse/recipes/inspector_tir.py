@@ -61,7 +61,7 @@ from schedules.sparse.transforms.compaction import Compaction, PaddedCompaction
 from schedules.sparse.transforms.space import IterationSpace
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["RADIX_BITS", "radix_pass_primfunc", "group_primfunc", "segment_compact_primfunc", "gather_primfunc", "pad_fill_primfunc",
+__all__ = ["RADIX_BITS", "build_kernels", "radix_pass_primfunc", "group_primfunc", "segment_compact_primfunc", "gather_primfunc", "pad_fill_primfunc",
            "stable_order", "compiled_compact", "compiled_compact_and_pad", "CompiledCompaction",
            "compiled_recipe"]
 
@@ -302,11 +302,32 @@ def pad_fill_primfunc(dtype: str):
 
 # ----------------------------------------------------------------------------- calling the kernels
 
+#: Compiled inspector kernels by (name, target): resolving the target costs more than a small matrix's pass.
+_KERNELS: dict = {}
+
+
 def _kernel(name: str, make, target: Any = None):
     from tvm_ext.kernel_cache import get_or_build
 
-    return get_or_build(("recipe_inspector", name), make, target)["main"]
+    key = (name, None if target is None else str(target))
+    if key not in _KERNELS:
+        _KERNELS[key] = get_or_build(("recipe_inspector", name), make, target)["main"]
+    return _KERNELS[key]
 
+
+def build_kernels(dtype: str = "float32", target: Any = None) -> None:
+    """Build (or load from the kernel cache) every kernel the compiled inspector may call on
+    values of ``dtype``, so a timed inspection pays no compilation.
+
+    >>> build_kernels("float64")
+    """
+    _kernel("radix_pass", radix_pass_primfunc, target)
+    _kernel("group", group_primfunc, target)
+    _kernel("segment_compact", segment_compact_primfunc, target)
+    for dt in dict.fromkeys(("int64", "int32", dtype)):
+        _kernel(f"gather_{dt}", lambda dt=dt: gather_primfunc(dt), target)
+    for dt in dict.fromkeys(("int32", dtype)):
+        _kernel(f"pad_fill_{dt}", lambda dt=dt: pad_fill_primfunc(dt), target)
 
 def _t(a: np.ndarray):
     import tvm_ffi
