@@ -506,8 +506,7 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
                     fma({**vm, last.var: v}, 0)
             _emit_levels(f, inner[:-1], kept, dict(start), vector)
         else:
-            _reduce(f, nest, inner, _drop_padded_row_guards(nest, outer, row_level, inner, guards), start,
-                    chains, fma)
+            _reduce(f, nest, inner, _drop_row_guards(nest, outer, row_level, inner, guards), start, chains, fma)
         if chains > 1:
             with f.loop("unroll", 0, chains - 1, "k") as k:
                 with f.loop("unroll", 0, held, "r") as r:
@@ -637,7 +636,7 @@ def _hoist_edge_guards(last: Level, guards: Sequence):
     return (_all(hoist), rest) if hoist else None
 
 
-def _drop_padded_row_guards(nest: SparseNest, outer: Level, row_level, inner: Sequence[Level],
+def _drop_row_guards(nest: SparseNest, outer: Level, row_level, inner: Sequence[Level],
                             guards: Sequence) -> list:
     """``guards`` without those reading only the row tile's rows, where that is safe: the value
     is a padded copy with identity 0 (a row past ``M`` adds 0 to an accumulator never written),
