@@ -49,6 +49,7 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
     ``target``: the llvm target to schedule for; by default the one ``tvm.compile`` enters.
     """
     from tvm_ext.compile_steps import passes as P
+    from tvm_ext.compile_steps.depthwise_pointwise import FuseSeparableBlocks
     from tvm_ext.compile_steps.engine_records import knob_report, tuned_accel_approach
     from tvm_ext.compile_steps.gru_cell import FuseGRUCells
     from tvm_ext.compile_steps.param_alignment import ElementAlignedParams
@@ -65,7 +66,8 @@ def optimization_passes(*, accel: Any = None, spmm_engine: Any = None, tuning_db
     if engine is not None:
         seq.append(P.PartitionForSextans(spmm_engine, knobs=knobs))
     seq += [FuseGRUCells(), P.ConvertConvLayout(), P.LegalizeAndFuse(),
-            P.ApplyTuningRecords(tuning_db, target), P.TensorizeOrDefault(tensorize, target),
+            P.ApplyTuningRecords(tuning_db, target), FuseSeparableBlocks(tensorize, target),
+            P.TensorizeOrDefault(tensorize, target),
             P.PrepackWeights(target), ElementAlignedParams()]
     return seq
 
