@@ -7,7 +7,7 @@ per iteration of each (the wall time of the iteration loop divided by its
 iterations, host steps included) next to the modelled DRAM traffic per
 iteration of GOGETA's SEQ-Flex (one op at a time) and GOGETA-map (the fusion
 groups) with no on-chip reuse between steps, which is what the CPU kernels
-do.  :func:`modelled_traffic` is that model alone.
+do.  :func:`~schedules.fusion.cg_traffic.modelled_traffic` is that model alone.
 
 >>> from tvm_ext.workloads import lap2d
 >>> res = compare_block_cg(lap2d(30), 2, tol=1e-8, repeat=1)
@@ -21,26 +21,10 @@ from typing import Any
 
 import numpy as np
 
+from schedules.fusion.block_cg import BlockCG, block_cg_numpy
+from schedules.fusion.cg_traffic import modelled_traffic
+
 __all__ = ["compare_block_cg", "modelled_traffic", "scipy_cg_columns"]
-
-
-def modelled_traffic(M: int, N: int, nnz: int, *, sram_mb: float = 0.0) -> dict[str, float]:
-    """Words per Block CG iteration: SEQ-Flex, GOGETA-map and their ratio (GOGETA §6.1 model).
-
-    >>> t = modelled_traffic(10**6, 8, 5 * 10**6)
-    >>> round(t["reduction"], 2)
-    1.26
-    """
-    from schedules.fusion.builders import block_cg_dag
-    from schedules.fusion.groups import plan_fusion
-    from schedules.fusion.traffic_model import TrafficArch, dram_traffic
-
-    dag = block_cg_dag(1, M, N, max(int(nnz), 1), setup=False)
-    plan = plan_fusion(dag)
-    arch = TrafficArch.table4(sram_mb)
-    seq = dram_traffic(dag, "SEQ-Flex", arch, plan).words
-    fused = dram_traffic(dag, "GOGETA-map", arch, plan).words
-    return {"seq_words": seq, "gogeta_words": fused, "reduction": seq / fused, "sram_mb": sram_mb}
 
 
 def scipy_cg_columns(A, B: np.ndarray, tol: float, maxiter: int | None) -> dict[str, Any]:
@@ -76,7 +60,6 @@ def compare_block_cg(A: Any, n_rhs: int = 8, *, tol: float = 1e-8, maxiter: int 
 
     if isinstance(repeat, bool) or int(repeat) != repeat or repeat < 1:
         raise InputError(f"compare_block_cg: repeat must be an integer >= 1, got {repeat!r}")
-    from schedules.fusion.block_cg import BlockCG, block_cg_numpy
     from tvm_ext.workloads import canonical_csr
 
     A = canonical_csr(A, square=True, dtype=dtype, what="cg matrix")

@@ -3,7 +3,7 @@
 Both schedules run the same host steps (``Λ``, ``Φ``: ``N x N`` solves) and
 the same arithmetic; they differ in the words they move and the parallel
 launches they pay.  The fused one moves fewer words (GOGETA §6.1's SEQ-Flex
-over GOGETA-map, :func:`~schedules.fusion.cg_compare.modelled_traffic`) in
+over GOGETA-map, :func:`~schedules.fusion.cg_traffic.modelled_traffic`) in
 fewer launches (3 kernels per iteration against 6), so:
 
 * **DRAM-resident** (the iteration's working set, CSR plus four ``M x N``
@@ -29,6 +29,8 @@ from __future__ import annotations
 import statistics
 from dataclasses import dataclass
 from typing import Any
+
+from schedules.fusion.cg_traffic import modelled_traffic
 
 __all__ = ["FusionSelection", "working_set_bytes", "cache_bytes", "modelled_selection"]
 
@@ -103,8 +105,6 @@ def modelled_selection(M: int, N: int, nnz: int, *, itemsize: int = 8, cache_byt
 
     ``cache_bytes`` defaults to :func:`cache_bytes` of ``target``.
     """
-    from schedules.fusion.cg_compare import modelled_traffic
-
     cache = _cache_bytes(target) if cache_bytes is None else int(cache_bytes)
     ws = working_set_bytes(M, N, nnz, itemsize)
     if ws <= cache:
