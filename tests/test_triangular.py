@@ -257,7 +257,7 @@ def test_kernel_is_symbolic_and_compiled_once_per_dtype():
 
 @pytest.mark.parametrize("dtype", ["float64", "float32"])
 def test_split_diagonal_kernel_matches_numpy(dtype):
-    from schedules.sparse.triangular import _split_diagonal
+    from schedules.sparse.row_sweep import _split_diagonal
 
     A = sp.csr_array(random_matrix(150, 0.05, 4), dtype=dtype)   # every row has its diagonal
     O, diag, present = _split_diagonal(A)

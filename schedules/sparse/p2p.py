@@ -64,6 +64,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from schedules.sparse.level_sets import LevelSchedule, _permute_canonical
+from schedules.sparse.row_sweep import _check_dtype, _row_code, _run_in_original_order, _sweep_operands
 from tvm_ext.errors import ConfigError
 
 __all__ = ["P2PSchedule", "P2PExecutor", "p2p_schedule", "p2p_func", "p2p_kernel",
@@ -317,8 +318,6 @@ def p2p_schedule(sched: LevelSchedule, threads: int) -> P2PSchedule:
 
 
 def _pass_code(backward: bool) -> str:
-    from schedules.sparse.triangular import _row_code
-
     d = 1 if backward else 0
     row = "top - 1 - lo - k" if backward else "base + lo + k"
     head = f"""\
@@ -350,8 +349,6 @@ def _replay_code(backward: bool) -> str:
     (checked against the counts, no atomics).  The segment of the lowest level left is
     always ready, so every round moves on; a round that does not (a broken schedule)
     sets ``failed`` and stops."""
-    from schedules.sparse.triangular import _row_code
-
     d = 1 if backward else 0
     row = "top - 1 - lo - k" if backward else "base + lo + k"
     head = f"""\
@@ -409,8 +406,6 @@ def p2p_func(dtype: str = "float64", replay: bool = False):
     import tvm
     from tvm.script import tirx as T
 
-    from schedules.sparse.triangular import _check_dtype
-
     name = _check_dtype(dtype, "p2p_func")
     code = _replay_code if replay else _pass_code
     src = f'''
@@ -463,7 +458,6 @@ SCRATCH
 def p2p_kernel(dtype: str = "float64", target: Any = None, replay: bool = False):
     """Compiled :func:`p2p_func` (the C helper is loaded first so its symbols resolve)."""
     from schedules.sparse.native import load_native
-    from schedules.sparse.triangular import _check_dtype
     from tvm_ext.kernel_cache import get_or_build
 
     name = _check_dtype(dtype, "p2p_kernel")
@@ -509,8 +503,6 @@ class P2PExecutor:
     def __init__(self, sched: P2PSchedule, *, what: str, target: Any = None,
                  timeout_ms: int = DEFAULT_TIMEOUT_MS, policy: str = "auto"):
         import tvm
-
-        from schedules.sparse.triangular import _sweep_operands
 
         B = sched.matrix
         self.n = B.shape[0]
@@ -600,6 +592,4 @@ class P2PExecutor:
 
     def run_numpy(self, b: np.ndarray, x: np.ndarray, mode: int, sweeps: int) -> np.ndarray:
         """``run`` on numpy vectors in original row order; returns the new x."""
-        from schedules.sparse.triangular import _run_in_original_order
-
         return _run_in_original_order(self, b, x, mode, sweeps)
