@@ -13,7 +13,8 @@ task computes the depthwise row (channel vectors, window unrolled, a few pixels 
 bias and activation on each finished vector) into a row buffer of ``W x C`` floats that stays in
 L1/L2, then runs the pointwise GEMM of that row: a register tile of pixels x output-channel
 vectors accumulates over the input channels, and the bias + activation run on the tile before it
-is stored.  The pointwise weight is read through a ``(C, O)`` copy (``<weight>_global``), which
+is stored.  The pointwise weight is read through a copy in panels of the tile's output channels
+(``(O / tile, .., C, tile)``, ``<weight>_global``), which
 :func:`.weight_prepack.prepack_weights` packs once at compile time for a constant weight.
 The tile comes from the target's vector width and register count (:mod:`tvm_ext.target`).
 
@@ -263,7 +264,8 @@ def separable_schedule(func, lanes: int, registers: int):
         for n in tail[:-1]:
             sch.compute_inline(sch.get_sblock(n))
         pw = sch.get_sblock(pw_name)
-        # the pointwise weight through a (.., C, O) copy: output-channel vectors are contiguous
+        # the pointwise weight through a panel copy (O / tile, .., C, tile): a register tile's weight
+        # vectors are one contiguous stream over the input channels
         stmt = sch.get(pw)
         o_var = stmt.iter_vars[3].var
         weight = [r for r in stmt.reads if not r.source.same_as(sch.get(sch.get_sblock(row_name)).writes[0].source)]
@@ -274,8 +276,10 @@ def separable_schedule(func, lanes: int, registers: int):
             return None
         o_axis = axes[0]
         wg = sch.cache_read(pw, _read_index(stmt, weight[0].source), "global")
-        order = [i for i in range(len(weight[0].region)) if i != o_axis] + [o_axis]
-        sch.transform_layout(wg, ("write", 0), lambda *ax: tuple(ax[i] for i in order))
+        others = [i for i in range(len(weight[0].region)) if i != o_axis]
+        tile = vectors * lanes
+        sch.transform_layout(wg, ("write", 0),
+                             lambda *ax: (ax[o_axis] // tile, *(ax[i] for i in others), ax[o_axis] % tile))
         # the pointwise GEMM: rows parallel, a register tile of pixels x output-channel vectors
         loops = sch.get_loops(pw)
         n, h, w, o = loops[:4]
