@@ -266,7 +266,7 @@ def test_dia_spmm_pays_its_edge_tests():
 
 
 def test_the_model_choice_stays_unless_beaten_by_the_override_margin():
-    from schedules.sparse.selection import Measurement
+    from schedules.sparse.choice import Measurement
 
     def meas(seconds, override=0.05):
         return Measurement(seconds, 8, 0, 10, 100, 0.15, "dia", override=override)

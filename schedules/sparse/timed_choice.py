@@ -3,7 +3,7 @@
 The analytic and learned models score candidates by modelled bytes; when two
 are close, :func:`measure_close_candidates` builds each on a contiguous block
 from the middle of the matrix and times them taking turns
-(:class:`~schedules.sparse.selection.Measurement` records the runs and says
+(:class:`~schedules.sparse.choice.Measurement` records the runs and says
 which is kept).  :func:`schedules.sparse.selection.select_format` calls it
 with ``measure=True`` (or ``None`` on large matrices).
 """
@@ -17,11 +17,21 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from schedules.sparse.selection import (BASELINE_FORMATS, MEASURE_NNZ, Candidate, Choice, Measurement,
-                                        select_format)
+from schedules.sparse.choice import BASELINE_FORMATS, Candidate, Choice, Measurement
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 
-__all__ = ["MEASURE_OVERRIDE", "BLOCK_ALIGN", "measure_close_candidates"]
+__all__ = ["MEASURE_MIN_NNZ", "MEASURE_NNZ", "MEASURE_ROW_FRACTION", "MEASURE_OVERRIDE", "BLOCK_ALIGN",
+           "measure_close_candidates"]
+
+#: ``inspect(measure=None)`` times close candidates on matrices with at least this many non-zeros.
+#: Below it a whole product costs a fraction of a millisecond, so a measurement (and, on a cold
+#: kernel cache, the candidates' compilation) would cost many times what it could save.
+MEASURE_MIN_NNZ = 250_000
+#: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle) ...
+MEASURE_NNZ = 250_000
+#: ... and at most this share of the rows (with ``repeat=5`` runs per candidate, timing three
+#: candidates costs under one product of the whole matrix, plus their inspectors on the block).
+MEASURE_ROW_FRACTION = 0.05
 
 
 #: The model's choice stays unless a timed candidate beats it by more than this share:
@@ -114,15 +124,13 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     to compare, else a :class:`Choice` naming the kept candidate, with the
     :class:`Measurement`.
 
+    >>> from schedules.sparse.selection import select_format
     >>> from tvm_ext.workloads import lap2d
     >>> A = lap2d(30)
     >>> c = measure_close_candidates(A, 8, select_format(A, 8), margin=10.0, top_k=2)
     >>> len(c.measurement.seconds), c.candidate.label == c.measurement.chosen
     (2, True)
     """
-    from schedules.sparse.executors import build_executor
-    from schedules.sparse.inspectors import INSPECTORS
-
     cands = _close_candidates(choice, margin, top_k)
     if len(cands) < 2:
         if before_runs is not None:
@@ -133,15 +141,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     block = _window(csr, a, b)
     # the operand's values do not change a kernel's time (a normal constant: no subnormal slow path)
     B = np.full((block.shape[1], n_cols) if n_cols > 1 else block.shape[1], 0.5, dtype=csr.dtype)
-    kind = "spmv" if n_cols == 1 else "spmm"
-    failed: dict[str, str] = {}
-    exes = {}
-    for cand in cands:
-        try:
-            fmt = INSPECTORS[cand.format](block, **cand.args, check_finite=False)  # the caller's matrix
-            exes[cand.label] = build_executor(fmt, n_cols, kind=kind, target=target)
-        except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
-            failed[cand.label] = f"{type(err).__name__}: {err}"
+    exes, failed = _build_on_block(block, cands, n_cols, target)
     waited = time.perf_counter()
     if before_runs is not None:
         before_runs()
@@ -153,25 +153,52 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
                 if c.label in exes and best and v > best * (1.0 + margin) and c != choice.candidate)
     mine_label = choice.candidate.label
     bars = {label: 1.0 / (1.0 + (max(margin, override) if label in far else override)) for label in exes}
-
-    def settled(runs: dict[str, list[float]]) -> bool:
-        """Every round puts each candidate on the same side of its bar (Measurement.chosen's rule)."""
-        if mine_label not in runs:
-            return False
-        mine_t = np.asarray(runs[mine_label])
-        sides = [np.asarray(t) / mine_t < bars[label] for label, t in runs.items() if label != mine_label]
-        return all(side.all() or not side.any() for side in sides)
-
-    runs = _interleaved_runs(exes, B, repeat, min_rounds=min_rounds, settled=settled)
+    runs = _interleaved_runs(exes, B, repeat, min_rounds=min_rounds, settled=_settled_rule(mine_label, bars))
     seconds = {label: min(t) for label, t in runs.items()}
     mine = runs.get(mine_label)
     ratios = {} if mine is None else {
         label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
                        time.perf_counter() - t0 - waited, override, ratios, far)
+    return _kept_choice(choice, cands, meas)
+
+
+def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
+                    target: Any) -> tuple[dict[str, Any], dict[str, str]]:
+    """Each candidate's executor on ``block`` (by label), and why the others could not be built."""
+    from schedules.sparse.executors import build_executor
+    from schedules.sparse.inspectors import INSPECTORS
+
+    kind = "spmv" if n_cols == 1 else "spmm"
+    failed: dict[str, str] = {}
+    exes = {}
+    for cand in cands:
+        try:
+            fmt = INSPECTORS[cand.format](block, **cand.args, check_finite=False)  # the caller's matrix
+            exes[cand.label] = build_executor(fmt, n_cols, kind=kind, target=target)
+        except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
+            failed[cand.label] = f"{type(err).__name__}: {err}"
+    return exes, failed
+
+
+def _settled_rule(mine_label: str, bars: dict[str, float]) -> Callable[[dict[str, list[float]]], bool]:
+    """Whether every round so far puts each candidate on the same side of its bar (its time over
+    the model's choice's below ``bars[label]`` or not: :attr:`Measurement.chosen`'s rule)."""
+    def settled(runs: dict[str, list[float]]) -> bool:
+        if mine_label not in runs:
+            return False
+        mine_t = np.asarray(runs[mine_label])
+        sides = [np.asarray(t) / mine_t < bars[label] for label, t in runs.items() if label != mine_label]
+        return all(side.all() or not side.any() for side in sides)
+
+    return settled
+
+
+def _kept_choice(choice: Choice, cands: list[Candidate], meas: Measurement) -> Choice:
+    """``choice`` with the candidate the measurement keeps, the reason, and the measurement."""
     picked = next(c for c in cands if c.label == meas.chosen)
     if picked == choice.candidate:
-        kept = "" if meas.fastest == picked.label else f" (within {override:.0%} of the fastest)"
+        kept = "" if meas.fastest == picked.label else f" (within {meas.override:.0%} of the fastest)"
         reason = f"{choice.reason}; confirmed by timing{kept}: {meas.describe()}"
     else:
         reason = (f"{picked.label}: fastest when timed, over the {choice.selector} model's "

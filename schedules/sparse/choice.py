@@ -1,0 +1,142 @@
+"""What a format selector decides: the candidate, every score, the reason, and any timing.
+
+A :class:`Selector` (the analytic cost model of
+:mod:`schedules.sparse.selection`, the learned one of the tuning package)
+turns a matrix's features into a :class:`Choice` of one :class:`Candidate`;
+when close candidates were timed on a block of the matrix
+(:mod:`schedules.sparse.timed_choice`) the choice carries the
+:class:`Measurement`.
+
+>>> c = Choice(Candidate.of("bcsr", R=2, C=2), {"bcsr(R=2,C=2)": 1.0}, {}, "fewest bytes", "analytic")
+>>> c.format, c.args
+('bcsr', {'R': 2, 'C': 2})
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+__all__ = ["Candidate", "Choice", "Measurement", "Selector", "BASELINE_FORMATS"]
+
+#: The format that is never far from the best (no padding, no per-slot branches): a choice
+#: of any other format is timed against it.
+BASELINE_FORMATS = ("csr",)
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One representation the selector may pick, with inspector arguments.
+
+    >>> Candidate.of("bcsr", R=2, C=3).label
+    'bcsr(R=2,C=3)'
+    """
+
+    format: str
+    arg_items: tuple[tuple[str, Any], ...] = ()
+
+    @classmethod
+    def of(cls, format: str, **args: Any) -> "Candidate":
+        return cls(format, tuple(args.items()))
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.arg_items)
+
+    @property
+    def label(self) -> str:
+        inner = ",".join(f"{k}={v}" for k, v in self.arg_items)
+        return f"{self.format}({inner})" if inner else self.format
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Candidates timed because the model's scores were within ``margin`` of the best.
+
+    ``seconds[label]`` is the fastest of a few runs of one product with ``n_cols``
+    columns on rows ``[row_start, row_stop)`` of the matrix (``nnz`` of its
+    non-zeros; all of them on small matrices), kernels from the cache;
+    ``failed[label]`` says why a candidate could not be timed.  ``ratios[label]``
+    is the median, over the rounds, of the candidate's time over the model's
+    choice's time in the same round (the candidates take turns, so a burst of
+    other load falls on both sides of a ratio).  :attr:`chosen` is the model's
+    choice unless another candidate beats it by more than ``override`` (and has
+    the faster fastest run too); one
+    timed only as the baseline (``far``: scored beyond ``margin`` of the
+    choice) must beat it by more than ``margin`` -- the model's error would be
+    gross, not a near tie.
+    """
+
+    seconds: dict[str, float]
+    n_cols: int
+    row_start: int
+    row_stop: int
+    nnz: int
+    margin: float
+    model_choice: str
+    failed: dict[str, str] = field(default_factory=dict)
+    spent_seconds: float = 0.0
+    override: float = 0.0
+    ratios: dict[str, float] = field(default_factory=dict)
+    far: tuple[str, ...] = ()
+
+    @property
+    def fastest(self) -> str:
+        return min(self.seconds, key=self.seconds.get)
+
+    @property
+    def chosen(self) -> str:
+        """The model's choice unless a candidate beats it by more than ``override`` (``margin``
+        for a ``far`` one): by the paired ratios when the model's choice was timed with them,
+        else by the fastest runs."""
+        if self.ratios and self.model_choice in self.ratios:
+            def needed(label: str) -> float:
+                return 1.0 + (max(self.margin, self.override) if label in self.far else self.override)
+
+            mine = self.seconds[self.model_choice]
+            # both summaries must agree: the paired median by the margin, the fastest runs at all
+            wins = {k: r * needed(k) for k, r in self.ratios.items()
+                    if r * needed(k) < 1.0 and self.seconds.get(k, mine) < mine}
+            return min(wins, key=wins.get) if wins else self.model_choice
+        best = self.fastest
+        mine = self.seconds.get(self.model_choice)
+        if mine is not None and mine <= self.seconds[best] * (1.0 + self.override):
+            return self.model_choice
+        return best
+
+    def describe(self) -> str:
+        """One line: the timings, fastest first (with the paired ratios to the model's choice)."""
+        ranked = sorted(self.seconds.items(), key=lambda kv: kv[1])
+        timed = ", ".join(f"{k} {v * 1e3:.3g} ms" + (f" (x{self.ratios[k]:.2f})" if k in self.ratios else "")
+                          for k, v in ranked)
+        return (f"measured N={self.n_cols} on rows [{self.row_start}, {self.row_stop}) "
+                f"({self.nnz} nnz) in {self.spent_seconds * 1e3:.0f} ms: {timed}")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """The selected candidate, every score, and why (``measurement`` when candidates were timed)."""
+
+    candidate: Candidate
+    scores: dict[str, float]
+    excluded: dict[str, str]
+    reason: str
+    selector: str
+    measurement: Measurement | None = None
+    #: the scored candidates themselves (``scores`` is keyed by their labels)
+    scored: tuple[tuple[Candidate, float], ...] = ()
+
+    @property
+    def format(self) -> str:
+        return self.candidate.format
+
+    @property
+    def args(self) -> dict[str, Any]:
+        return dict(self.candidate.args)
+
+
+class Selector(Protocol):
+    """Anything that picks a representation from features."""
+
+    name: str
+
+    def choose(self, features: dict[str, Any], n_cols: int) -> Choice: ...
