@@ -61,7 +61,7 @@ from schedules.sparse.transforms.compaction import Compaction, PaddedCompaction
 from schedules.sparse.transforms.space import IterationSpace
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["RADIX_BITS", "build_kernels", "radix_pass_primfunc", "group_primfunc", "segment_compact_primfunc", "gather_primfunc", "pad_fill_primfunc",
+__all__ = ["RADIX_BITS", "build_kernels", "bucket_pass_primfunc", "collision_primfunc", "radix_pass_primfunc", "group_primfunc", "segment_compact_primfunc", "gather_primfunc", "pad_fill_primfunc",
            "stable_order", "compiled_compact", "compiled_compact_and_pad", "CompiledCompaction",
            "compiled_recipe"]
 
@@ -121,6 +121,52 @@ def radix_pass_primfunc():
                 hist[c, d] = p + T.int64(1)
 
     return radix_pass
+
+
+def bucket_pass_primfunc():
+    """The PrimFunc of a stable counting sort of ``(key, idx)`` pairs by bucket ``key // div``
+    (the outer iteration), ``hist``'s second extent buckets: per chunk of entries a count pass,
+    a serial prefix sum over (bucket, chunk), and a stable scatter pass, both parallel over chunks.
+
+    >>> len(bucket_pass_primfunc().params)
+    6
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def bucket_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
+                    div: T.int64):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        nchunk = T.int64()
+        nb = T.int64()
+        key_in = T.match_buffer(k_in, (n,), "int64")
+        idx_in = T.match_buffer(i_in, (n,), "int64")
+        key_out = T.match_buffer(k_out, (n,), "int64")
+        idx_out = T.match_buffer(i_out, (n,), "int64")
+        hist = T.match_buffer(h, (nchunk, nb), "int64")
+        for c in T.parallel(nchunk):                      # count pass, one chunk of entries each
+            for b in range(nb):
+                hist[c, b] = T.int64(0)
+            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
+                d: T.int64 = key_in[e] // div
+                hist[c, d] = hist[c, d] + T.int64(1)
+        run = T.alloc_buffer((1,), "int64")
+        run[0] = T.int64(0)
+        for b in range(nb):                               # prefix sum over (bucket, chunk)
+            for q in range(nchunk):
+                t: T.int64 = hist[q, b]
+                hist[q, b] = run[0]
+                run[0] = run[0] + t
+        for c in T.parallel(nchunk):                      # stable scatter pass
+            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
+                d: T.int64 = key_in[e] // div
+                p: T.int64 = hist[c, d]
+                key_out[p] = key_in[e]
+                idx_out[p] = idx_in[e]
+                hist[c, d] = p + T.int64(1)
+
+    return bucket_pass
 
 
 def group_primfunc():
@@ -249,6 +295,38 @@ def segment_compact_primfunc():
     return segment_compact
 
 
+def collision_primfunc():
+    """The PrimFunc of compact-and-pad's injectivity test (§5.1.3), parallel over chunks of
+    entries: every entry writes its index to ``marker[slot[e]]``, then an entry that does not
+    read its own index back shares its slot; ``bad[c]`` is chunk ``c``'s first such entry (-1: none).
+    A race between two entries of one slot leaves one of them, so a shared slot is always found.
+
+    >>> len(collision_primfunc().params)
+    3
+    """
+    from tvm.script import tirx as T
+
+    @T.prim_func
+    def collision(s: T.handle, m: T.handle, b: T.handle):
+        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
+        n = T.int64()
+        total = T.int64()
+        nchunk = T.int64()
+        slot = T.match_buffer(s, (n,), "int64")
+        marker = T.match_buffer(m, (total,), "int64")
+        bad = T.match_buffer(b, (nchunk,), "int64")
+        for c in T.parallel(nchunk):
+            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
+                marker[slot[e]] = e
+        for c in T.parallel(nchunk):
+            bad[c] = T.int64(-1)
+            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
+                if bad[c] < 0 and marker[slot[e]] != e:
+                    bad[c] = e
+
+    return collision
+
+
 def gather_primfunc(dtype: str = "int64"):
     """The PrimFunc ``out[e] = src[idx[e]]``, parallel over chunks of ``e``.
 
@@ -324,6 +402,8 @@ def build_kernels(dtype: str = "float32", target: Any = None) -> None:
     _kernel("radix_pass", radix_pass_primfunc, target)
     _kernel("group", group_primfunc, target)
     _kernel("segment_compact", segment_compact_primfunc, target)
+    _kernel("bucket_pass", bucket_pass_primfunc, target)
+    _kernel("collision", collision_primfunc, target)
     for dt in dict.fromkeys(("int64", "int32", dtype)):
         _kernel(f"gather_{dt}", lambda dt=dt: gather_primfunc(dt), target)
     for dt in dict.fromkeys(("int32", dtype)):
@@ -399,19 +479,45 @@ def _sorted_space(space: IterationSpace, order: np.ndarray | None, target: Any) 
                                pos=_gather(space.pos, order, target))
 
 
+def _collides(slot: np.ndarray, total: int, target: Any) -> bool:
+    """Whether two entries share an ``A_prime`` slot (:func:`collision_primfunc`)."""
+    n = slot.size
+    nchunk = max(1, min(_threads() * 4, n // _CHUNK_MIN))
+    bad = np.empty(nchunk, np.int64)
+    _kernel("collision", collision_primfunc, target)(_t(np.ascontiguousarray(slot)),
+                                                     _t(np.empty(max(total, 1), np.int64)), _t(bad))
+    return bool((bad >= 0).any())
+
+
+def _by_outer(key: np.ndarray, div: int, n_outer: int, target: Any) -> tuple | None:
+    """``(permutation, key)`` stably sorted by the outer part ``key // div`` (one counting-sort
+    pass, :func:`bucket_pass_primfunc`), or None where the per-chunk counts would outgrow the entries."""
+    n = key.size
+    nchunk = max(1, min(_threads() * 4, n // _CHUNK_MIN, (8 * n + (1 << 20)) // max(n_outer, 1)))
+    if nchunk * n_outer > 8 * n + (1 << 20):
+        return None
+    k_out, i_out = np.empty(n, np.int64), np.empty(n, np.int64)
+    _kernel("bucket_pass", bucket_pass_primfunc, target)(
+        _t(key), _t(np.arange(n, dtype=np.int64)), _t(k_out), _t(i_out),
+        _t(np.empty((nchunk, n_outer), np.int64)), div)
+    return i_out, k_out
+
+
+def _outer_sorted(key: np.ndarray, div: int) -> bool:
+    outer = key // div
+    return bool(np.all(outer[1:] >= outer[:-1]))
+
+
 def _segmented(key: np.ndarray, div: int, n_outer: int, target: Any) -> tuple | None:
-    """``(order, sorted key, owner, offset, first)`` by :func:`segment_compact_primfunc`, or None
-    where the outer part of ``key`` is not sorted, the marker arrays would outgrow the entries, or
+    """``(order, sorted key, owner, offset, first)`` by :func:`segment_compact_primfunc` (the outer
+    part of ``key`` sorted), or None where the marker arrays would outgrow the entries, or
     the segments hold so many distinct low parts that the insertion sort would cost more than a
     radix sort."""
     n = key.size
     limit = 8 * n + (1 << 20)
     if div > limit:
         return None
-    outer = key // div
-    if not bool(np.all(outer[1:] >= outer[:-1])):
-        return None
-    seg_ptr = np.searchsorted(outer, np.arange(n_outer + 1, dtype=np.int64)).astype(np.int64)
+    seg_ptr = np.searchsorted(key // div, np.arange(n_outer + 1, dtype=np.int64)).astype(np.int64)
     span = int(min(np.diff(seg_ptr).max(), div))
     nchunk = max(1, min(_threads() * 4, n_outer, limit // div))
     mark, rank = np.empty((nchunk, div), np.int64), np.empty((nchunk, div), np.int64)
@@ -445,18 +551,29 @@ def _compiled_compact(space: IterationSpace, levels: str | Sequence[str], note: 
         return None
     div = max(math.prod(space.extent(lv) for lv in levels), 1)
     n = space.n
-    seg = None
-    if n > 1 and not bool(np.all(key[1:] >= key[:-1])):
-        seg = _segmented(key, div, n_outer, target)
-    unsorted = space
-    if seg is not None:
-        order, key, owner, offset, at = seg
-        space = _sorted_space(space, order, target)
-    else:
-        sorted_ = stable_order(key, total, target=target)
-        order = None if sorted_ is None else sorted_[0]
-        space = _sorted_space(space, order, target)
-        key = key if sorted_ is None else sorted_[1]
+    unsorted, order, done = space, None, n < 2 or bool(np.all(key[1:] >= key[:-1]))
+    owner = offset = at = None
+    if not done:
+        pre, cur, ready = None, key, _outer_sorted(key, div)
+        if not ready:                      # the outer levels first, by a counting sort (CSB, SELL)
+            pre = _by_outer(key, div, n_outer, target)
+            if pre is not None:
+                cur, ready = pre[1], True
+                done = bool(np.all(cur[1:] >= cur[:-1]))
+                if done:
+                    order, key = pre
+        if not done and ready:
+            seg = _segmented(cur, div, n_outer, target)
+            if seg is not None:
+                order2, key, owner, offset, first = seg
+                order = order2 if pre is None else _gather(pre[0], order2, target)
+                at = first if pre is None else _gather(pre[0], first, target)
+                done = True
+    if owner is None:
+        if not done:
+            sorted_ = stable_order(key, total, target=target)
+            if sorted_ is not None:
+                order, key = sorted_
         owner, starts = np.empty(n, np.int64), np.empty(n, np.int64)
         offset, count = np.empty(n_outer + 1, np.int64), np.zeros(1, np.int64)
         if n:
@@ -465,6 +582,7 @@ def _compiled_compact(space: IterationSpace, levels: str | Sequence[str], note: 
             offset[:] = 0
         starts = starts[:int(count[0])]
         at = starts if order is None else _gather(order, starts, target)   # first entries, unsorted positions
+    space = _sorted_space(space, order, target)
     every = at.size == n
     explicit = {lv: space.coords[lv] if every else _gather(unsorted.coords[lv], at, target) for lv in levels}
     return Compaction(space._with(note), levels, outer, inner, offset, explicit, owner)
@@ -488,8 +606,9 @@ def compiled_compact_and_pad(space: IterationSpace, levels: str | Sequence[str],
                              arrays: Sequence[str] = ("data",), *, target: Any = None) -> PaddedCompaction:
     """``transforms.compact_and_pad`` (§5.1.3) with compiled kernels: same arrays, same checks.
 
-    The injectivity test is the numpy one (a strictly increasing slot array passes
-    it at once); the fill pass runs only once the slots are known to be distinct.
+    A strictly increasing slot array passes the injectivity test at once; otherwise
+    :func:`collision_primfunc` looks for a shared slot, and the numpy test names the two
+    entries of one.  The fill pass runs only once the slots are known to be distinct.
 
     >>> import scipy.sparse as sp
     >>> from schedules.sparse.transforms import make_dense, permute, tile
@@ -513,7 +632,8 @@ def compiled_compact_and_pad(space: IterationSpace, levels: str | Sequence[str],
         raise ScheduleError(f"{note}: A_prime would have {total} slots for {sp_.n} entries "
                             f"(limit {_cmp._MAX_SLOTS})")
     slot = comp.owner * size + inner_key
-    _cmp._check_injective(sp_, slot, total, note, shape)
+    if sp_.n > 1 and not bool(np.all(slot[1:] > slot[:-1])) and _collides(slot, total, target):
+        _cmp._check_injective(sp_, slot, total, note, shape)      # raises, naming the two entries
     a_prime = {}
     for name, ident in idents.items():
         src = sp_.source.data if name == "data" else sp_.source.indices if name == "col" else None
