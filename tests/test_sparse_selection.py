@@ -33,20 +33,54 @@ def test_power_law_graph_excludes_padded_formats_with_reasons():
     assert "padding" in choice.excluded["ell"]
 
 
-def test_scores_are_bytes_and_the_choice_is_their_minimum():
+@pytest.mark.parametrize("dtype, vb", [("float32", 4), ("float64", 8)])
+def test_scores_are_bytes_and_the_choice_is_their_minimum(dtype, vb):
     model = AnalyticCostModel()
-    feats = sparse_features(uniform_random(200, 150, 0.05, seed=2))
+    feats = sparse_features(uniform_random(200, 150, 0.05, seed=2).astype(dtype))
     scores, _ = model.scores(feats, 16)
     choice = model.choose(feats, 16)
     assert choice.scores[choice.candidate.label] == min(scores.values())
     csr = scores[Candidate("csr")]
     nnz, m = feats["nnz"], feats["rows"]
-    # csr traffic: values + indices + indptr + B rows (all of B, 150 x 16 floats, fits in L2; the
+    # csr traffic: values + indices + indptr + B rows (all of B, 150 x 16 values, fits in L2; the
     # share repeating the row before's columns from L1) + one multiply-add lane per non-zero and
-    # column + C written once
+    # column + C written once, every value ``vb`` bytes (the matrix's dtype)
     rep = repeat_share(feats)
     fetch = (1 - rep) * FETCH_FROM_L2 + rep * FETCH_FROM_L1
-    assert csr == pytest.approx(nnz * 8 + (m + 1) * 4 + nnz * 16 * 4 * (fetch + LANE_COST) + m * 16 * 4)
+    assert csr == pytest.approx(nnz * (4 + vb) + (m + 1) * 4 + nnz * 16 * vb * (fetch + LANE_COST) + m * 16 * vb)
+
+
+def test_the_value_bytes_come_from_the_matrix_dtype():
+    """A float64 matrix is priced with 8-byte values (A's values, B's rows, C), a float32 one with 4."""
+    facts = dict(l1_bytes=32 << 10, l2_bytes=1 << 20, llc_bytes=16 << 20, vector_bytes=32)
+    A = block_fem(300, 3, 3, seed=1)
+    f32, f64 = sparse_features(A.astype(np.float32)), sparse_features(A.astype(np.float64))
+    assert (f32["dtype"], f64["dtype"]) == ("float32", "float64")
+    model = AnalyticCostModel(**facts)
+    assert (model.value_bytes_for(f32), model.value_bytes_for(f64)) == (4, 8)
+    est32, _ = model._estimates(f32, 8)
+    est64, _ = model._estimates(f64, 8)
+    nnz, m = f64["nnz"], f64["rows"]
+    assert est32[Candidate("csr")][0] == nnz * (4 + 4) + (m + 1) * 4   # values + column indices + row pointers
+    assert est64[Candidate("csr")][0] == nnz * (4 + 8) + (m + 1) * 4
+    s32, s64 = model.scores(f32, 8)[0], model.scores(f64, 8)[0]
+    assert all(s64[c] > s32[c] for c in s32)
+    # the float64 matrix's choice is the one priced at 8 bytes, not at the old fixed 4
+    choice = select_format(A, 8, selector=model)
+    assert choice.scores == AnalyticCostModel(value_bytes=8, **facts).choose(f64, 8).scores
+    assert choice.scores != AnalyticCostModel(value_bytes=4, **facts).choose(f64, 8).scores
+    assert choice.scores[choice.candidate.label] == min(s64.values())
+
+
+def test_the_value_bytes_need_a_priced_dtype():
+    from tvm_ext.errors import InputError
+
+    f = sparse_features(lap2d(8))
+    with pytest.raises(InputError, match="float16 is not priced"):
+        AnalyticCostModel().scores(dict(f, dtype="float16"), 8)
+    with pytest.raises(InputError, match="no value dtype"):
+        AnalyticCostModel().scores({k: v for k, v in f.items() if k != "dtype"}, 8)
+    assert AnalyticCostModel(value_bytes=2).scores(dict(f, dtype="float16"), 8)[0]  # an explicit size prices any
 
 
 def test_hyb_width_minimises_modelled_bytes():

@@ -4,7 +4,7 @@ The dissertation leaves representation choice to the user (its ch. 9 calls
 automatic selection future work); this module makes it automatic.
 
 :class:`AnalyticCostModel` estimates the bytes an SpMM ``C = A @ B`` moves in
-each candidate representation:
+each candidate representation (values of the matrix's dtype, 4 or 8 bytes):
 
 * ``A`` storage: every stored slot's value and index bytes, padding included
   (BCSR blocks, ELL/SELL widths, DIA diagonals), plus row/block pointers;
@@ -62,8 +62,10 @@ from typing import Any, Callable
 import numpy as np
 
 from schedules.sparse.choice import Candidate, Choice, Selector
+from schedules.sparse.executors.codegen import SUPPORTED_DTYPES
 from schedules.sparse.timed_choice import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION,
                                            measure_close_candidates)
+from tvm_ext.errors import InputError
 from tvm_ext.workloads import canonical_csr, matrix_stats, row_lengths
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, estimate_block_fill
 from tvm_ext.workloads.stats import _histogram as row_length_histogram
@@ -79,6 +81,7 @@ __all__ = [
     "get_default_selector",
     "sparse_features",
     "repeat_share",
+    "value_bytes_of",
 ]
 
 #: Cost of one ``B`` byte fetched from the last-level cache, per byte from memory.
@@ -131,7 +134,8 @@ def sparse_features(A: Any, *, seed: int = 0, diagonal_limit: int = DIAGONAL_COU
     whether it finished; :func:`matrix_stats` without a C compiler); the
     bandwidth comes from each row's first and last column.  The sampled block
     rows are counted by the compiled helper too (the numpy count without it).
-    ``_row_lengths`` (an array) rides along for exact SELL/HYB padding counts.
+    ``_row_lengths`` (an array) rides along for exact SELL/HYB padding counts;
+    ``dtype`` names the value dtype the cost model prices.
 
     >>> from tvm_ext.workloads import lap2d
     >>> f = sparse_features(lap2d(10))
@@ -151,6 +155,7 @@ def sparse_features(A: Any, *, seed: int = 0, diagonal_limit: int = DIAGONAL_COU
     feats["block_fill_bound"] = est.bound
     feats["block_fill_sampled"] = min(est.fraction.values(), default=1.0)
     feats["_row_lengths"] = row_lengths(A)
+    feats["dtype"] = A.dtype.name
     return feats
 
 
@@ -268,20 +273,41 @@ def _hyb_width(lengths: np.ndarray, value_bytes: int) -> tuple[int, int, int]:
     return w, w * m, int(tail[w])
 
 
+def value_bytes_of(dtype: Any) -> int:
+    """Bytes of one value of ``dtype``, one of the executors' value dtypes (float32, float64).
+
+    >>> value_bytes_of("float32"), value_bytes_of(np.float64)
+    (4, 8)
+    """
+    name = np.dtype(dtype).name
+    if name not in SUPPORTED_DTYPES:
+        raise InputError(f"AnalyticCostModel: value dtype {name} is not priced; the executors take "
+                         f"{' or '.join(SUPPORTED_DTYPES)}")
+    return np.dtype(name).itemsize
+
+
 class AnalyticCostModel:
     """Bytes-moved model over CSR, BCSR (R, C in 1..8), ELL, DIA, HYB and SELL.
 
     ``max_padding``: a representation storing more than this many slots per
-    non-zero is excluded (its memory would dwarf the matrix).
+    non-zero is excluded (its memory would dwarf the matrix).  ``value_bytes``:
+    the bytes of one stored value and one ``B``/``C`` element; ``None`` (the
+    default) takes them from the matrix's value dtype, the features' ``dtype``
+    (float32: 4, float64: 8; :func:`value_bytes_of`).
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> f = sparse_features(lap2d(10).astype("float32"))
+    >>> AnalyticCostModel().value_bytes_for(f), AnalyticCostModel(value_bytes=8).value_bytes_for(f)
+    (4, 8)
     """
 
     name = "analytic"
 
-    def __init__(self, *, value_bytes: int = 4, max_padding: float = 3.0,
+    def __init__(self, *, value_bytes: int | None = None, max_padding: float = 3.0,
                  bcsr_sizes: tuple[int, ...] = (1, 2, 3, 4, 6, 8), beta: float = 0.0,
                  max_dia_streams: int = 16, l2_bytes: int | None = None, vector_bytes: int | None = None,
                  llc_bytes: int | None = None, l1_bytes: int | None = None):
-        self.value_bytes = value_bytes
+        self.value_bytes = value_bytes  # None: the features' value dtype's
         self.l1_bytes = l1_bytes  # per core; None: the host target's
         self.l2_bytes = l2_bytes  # per core; None: the host target's (hardware_facts)
         self.llc_bytes = llc_bytes  # shared by the threads; None: the host target's
@@ -294,7 +320,7 @@ class AnalyticCostModel:
     # -- per-format estimates: (A bytes, B row fetches, streamed?, stored slots) ------
     def _estimates(self, f: dict[str, Any], n_cols: int = 1) -> tuple[
             dict[Candidate, tuple[float, float, bool, float]], dict[str, str]]:
-        vb, m, nnz = self.value_bytes, f["rows"], f["nnz"]
+        vb, m, nnz = self.value_bytes_for(f), f["rows"], f["nnz"]
         lengths = f.get("_row_lengths")
         est: dict[Candidate, tuple[float, float, bool, float]] = {}
         excluded: dict[str, str] = {}
@@ -348,8 +374,8 @@ class AnalyticCostModel:
         memory traffic (cache fetches and multiply-adds converted at their relative rates)."""
         est, excluded = self._estimates(features, n_cols)
         repeats = repeat_share(features)
-        row_b_bytes = features["row_length"]["mean"] * n_cols * self.value_bytes
-        vb, m, k = self.value_bytes, features["rows"], features["cols"]
+        vb, m, k = self.value_bytes_for(features), features["rows"], features["cols"]
+        row_b_bytes = features["row_length"]["mean"] * n_cols * vb
         b_row = n_cols * vb
         band = min(k, 2 * int(features.get("bandwidth", k)) + 1) * b_row
         if band <= self._l2_bytes():
@@ -376,6 +402,16 @@ class AnalyticCostModel:
             if cand.format == "dia" and n_cols > 1:
                 out[cand] += slots * DIA_SPMM_SLOT_BYTES
         return out, excluded
+
+    def value_bytes_for(self, features: dict[str, Any]) -> int:
+        """Bytes of one value in the product the features describe: ``value_bytes`` when the
+        model was given it, else the size of the features' ``dtype`` (:func:`value_bytes_of`)."""
+        if self.value_bytes is not None:
+            return int(self.value_bytes)
+        if "dtype" not in features:
+            raise InputError("AnalyticCostModel: the features name no value dtype (the 'dtype' key "
+                             "sparse_features sets); pass value_bytes= to price another layout")
+        return value_bytes_of(features["dtype"])
 
     def _l1_bytes(self) -> int:
         if self.l1_bytes is None:
