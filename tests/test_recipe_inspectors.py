@@ -92,6 +92,19 @@ def test_compiled_compact_and_pad_rejects_a_non_injective_map():
     assert bad.inspector("tir")(good).arrays["a_col"].tolist() == [0, 2]
 
 
+def test_collision_found_across_parallel_chunks():
+    """100k entries (several chunks of the marker kernel): one row of two entries is caught."""
+    bad = Recipe("bad", (MakeDense(), Project("k"), CompactAndPad(("i",), identity=0, arrays=("data", "col"))))
+    m = 100_000
+    rows, cols = np.arange(m), np.arange(m) % 7
+    rows, cols = np.append(rows, 77_777), np.append(cols, 9)         # a second entry in row 77777
+    A = sp.csr_array(sp.coo_array((np.ones(m + 1, np.float32), (rows, cols)), shape=(m, 10)))
+    with pytest.raises(ScheduleError, match="not injective.*A\\[77777"):
+        bad.inspector("tir")(A)
+    ok = sp.csr_array(sp.coo_array((np.ones(m, np.float32), (rows[:m], cols[:m])), shape=(m, 10)))
+    _same_format(bad.inspect(ok), bad.inspector("tir")(ok))
+
+
 def test_auto_measures_once_per_size_class_then_reuses_the_decision():
     recipe = bcsr_recipe(2, 2)
     DECISIONS.clear()
