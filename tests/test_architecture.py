@@ -148,7 +148,13 @@ def test_allowances_are_still_needed():
 # --------------------------------------------------------------------------- import cycles
 #: Packages whose modules never reach themselves through their imports (function-level and
 #: ``TYPE_CHECKING`` ones included): what two modules share lives a layer below both.
-ACYCLIC_PACKAGES = ("tensorize", "tvm_ext.accel")
+ACYCLIC_PACKAGES = ("tensorize", "tvm_ext.accel", "schedules.sparse", "schedules.fusion")
+#: package -> sub-packages its check leaves out for now, each with why (a cycle still to break).
+CYCLIC_SUBPACKAGES: dict[str, dict[str, str]] = {
+    "schedules.sparse": {
+        "schedules.sparse.recipes": "recipe -> inspector_choice -> inspector_tir -> split -> recipe",
+    },
+}
 
 
 def import_cycle(graph: dict[str, set[str]]) -> list[str]:
@@ -171,12 +177,15 @@ def import_cycle(graph: dict[str, set[str]]) -> list[str]:
     return []
 
 
-def package_graph(package: str) -> dict[str, set[str]]:
-    """Module -> the modules of the same package it imports."""
-    def inside(m: str) -> bool:
-        return m == package or m.startswith(package + ".")
+def package_graph(package: str, without: tuple[str, ...] = ()) -> dict[str, set[str]]:
+    """Module -> the modules of the same package it imports, leaving out the sub-packages ``without``."""
+    def inside(m: str, pkg: str) -> bool:
+        return m == pkg or m.startswith(pkg + ".")
 
-    return {m: {t for t, _ in imports_of(p) if inside(t) and t != m} for m, p in MODULES.items() if inside(m)}
+    def kept(m: str) -> bool:
+        return inside(m, package) and not any(inside(m, sub) for sub in without)
+
+    return {m: {t for t, _ in imports_of(p) if kept(t) and t != m} for m, p in MODULES.items() if kept(m)}
 
 
 def test_the_cycle_finder_finds_cycles_and_the_graphs_have_edges():
@@ -184,11 +193,25 @@ def test_the_cycle_finder_finds_cycles_and_the_graphs_have_edges():
     assert import_cycle({"a": {"b"}, "b": set()}) == []
     assert "tensorize.tensor_intrin" in package_graph("tensorize")["tensorize.x86"]
     assert "tvm_ext.accel.approach" in package_graph("tvm_ext.accel")["tvm_ext.accel.scheduler"]
+    sparse = package_graph("schedules.sparse", ("schedules.sparse.recipes",))
+    assert "schedules.sparse.row_sweep" in sparse["schedules.sparse.p2p"]
+    assert "schedules.sparse.p2p" in sparse["schedules.sparse.triangular"]
+    assert "schedules.sparse.timed_choice" in sparse["schedules.sparse.selection"]
+    assert not any(m.startswith("schedules.sparse.recipes") for m in sparse)
+    assert "schedules.fusion.cg_traffic" in package_graph("schedules.fusion")["schedules.fusion.fusion_choice"]
 
 
 @pytest.mark.parametrize("package", ACYCLIC_PACKAGES)
 def test_packages_import_their_modules_without_cycles(package):
-    assert import_cycle(package_graph(package)) == []
+    assert import_cycle(package_graph(package, tuple(CYCLIC_SUBPACKAGES.get(package, ())))) == []
+
+
+def test_the_left_out_subpackages_still_have_cycles():
+    """A sub-package whose cycle is gone is checked with its package, not left out."""
+    for package, subs in CYCLIC_SUBPACKAGES.items():
+        assert package in ACYCLIC_PACKAGES
+        for sub in subs:
+            assert import_cycle(package_graph(sub)), sub
 
 
 # --------------------------------------------------------------------------- size rule
