@@ -114,7 +114,12 @@ class SeparablePair:
 
 
 def separable_pairs(mod) -> list[SeparablePair]:
-    """The depthwise -> pointwise pairs of ``main`` (unscheduled PrimFuncs, the depthwise result used once)."""
+    """The depthwise -> pointwise pairs of ``main`` (unscheduled PrimFuncs, the depthwise result used once).
+
+    >>> import tvm
+    >>> separable_pairs(tvm.IRModule())
+    []
+    """
     import tvm
     from tvm import relax
 
@@ -164,8 +169,13 @@ def separable_pairs(mod) -> list[SeparablePair]:
 
 def merge_pairs(mod, pairs: list[SeparablePair]):
     """``mod`` with each pair's two calls replaced by one call of the merged kernel (named ``pair.name``,
-    its ``tvm_ext.members`` the two kernels' members)."""
-    import tvm
+    its ``tvm_ext.members`` the two kernels' members).
+
+    >>> import tvm
+    >>> m = tvm.IRModule()
+    >>> merge_pairs(m, []).same_as(m)
+    True
+    """
     from tvm import relax
 
     from tvm_ext.compile_steps.placement import ATTR_MEMBERS
@@ -251,7 +261,7 @@ def separable_schedule(func, lanes: int, registers: int):
     try:
         for n in names[:i_dw]:  # the padding
             sch.compute_inline(sch.get_sblock(n))
-        mid = [n for n in names[i_dw + 1:i_pw]]
+        mid = list(names[i_dw + 1:i_pw])
         for n in [n for n in mid if _is_copy(sch, sch.get_sblock(n))]:  # the pointwise's padding copy
             sch.compute_inline(sch.get_sblock(n))
             mid.remove(n)
@@ -367,7 +377,11 @@ def FuseSeparableBlocks(tensorize: str = "measure", target: Any = None, *, measu
     the later rules would (``tensorize``: their mode, see :class:`.passes.MeasuredTensorize`).
     ``measure=False`` merges every pair the schedule accepts; ``tensorize="always"`` (every kernel that
     maps onto the x86 micro-kernels is tensorized) merges none.  The merged kernel is recorded as
-    ``depthwise-pointwise`` with both kernels' members."""
+    ``depthwise-pointwise`` with both kernels' members.
+
+    >>> FuseSeparableBlocks("never").info.name
+    'tvm_ext.FuseSeparableBlocks'
+    """
     import tvm
 
     from tvm_ext.compile_steps.llvm_schedule import schedule_primfunc
@@ -383,13 +397,13 @@ def FuseSeparableBlocks(tensorize: str = "measure", target: Any = None, *, measu
         facts = hardware_facts(tgt)
         lanes, registers = facts.lanes("float32"), facts.vector_registers
         trial = merge_pairs(mod, pairs)
-        keep: dict[str, str] = {}
+        keep: dict[tuple[str, str], str] = {}  # (depthwise, pointwise) kernel -> why merged
         for p in pairs:
             sch = separable_schedule(trial[p.name], lanes, registers)
             if sch is None:
                 continue
             if not measure:
-                keep[p.name] = "merged without measuring"
+                keep[p.kernels] = "merged without measuring"
                 continue
             (dw_name, pw_name) = p.kernels
             dw, _ = schedule_primfunc(mod[p.depthwise.args[0]], dw_name, target=tgt, tensorize=tensorize)
@@ -399,12 +413,11 @@ def FuseSeparableBlocks(tensorize: str = "measure", target: Any = None, *, measu
             except Exception:  # noqa: BLE001 - cannot measure here: keep the two kernels
                 continue
             if times["fused"] < times["separate"]:
-                keep[p.name] = (f"{times['separate'] / times['fused']:.2f}x faster than the two kernels "
+                keep[p.kernels] = (f"{times['separate'] / times['fused']:.2f}x faster than the two kernels "
                                 f"({times['fused'] * 1e6:.1f} us vs {times['separate'] * 1e6:.1f} us)")
-        chosen = [p for p in separable_pairs(mod) if f"{p.kernels[0]}_{p.kernels[1].removeprefix('fused_')}" in keep]
+        chosen = [p for p in separable_pairs(mod) if p.kernels in keep]
         if not chosen:
             return mod
-        reasons = {p.name: keep[p.name] for p in chosen}
         out = merge_pairs(mod, chosen)
         for p in chosen:
             gv = out.get_global_var(p.name)
@@ -412,7 +425,7 @@ def FuseSeparableBlocks(tensorize: str = "measure", target: Any = None, *, measu
             sch = separable_schedule(merged, lanes, registers)
             out[gv] = sch.mod["main"].with_attr("tirx.is_scheduled", True) \
                 .with_attr(ATTR_MEMBERS, merged.attrs[ATTR_MEMBERS]) \
-                .with_attr(ATTR_SCHEDULE, [SCHEDULE, DETAIL, reasons[p.name]])
+                .with_attr(ATTR_SCHEDULE, [SCHEDULE, DETAIL, keep[p.kernels]])
         return out
 
     return run
