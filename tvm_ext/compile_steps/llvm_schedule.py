@@ -405,6 +405,9 @@ def target_variants(tgt) -> tuple[dict[str, Any], ...]:
 
 #: Loop order that keeps a micro-kernel's A tile in L1 and walks every panel of B under it (``outer="kernel"``).
 KERNEL_ORDER: dict[str, Any] = {"outer": "kernel"}
+#: ``tensorize_primfunc(pad=...)``: output rows in one chunk per thread, the input padded per chunk
+#: (:mod:`.conv_padding`).
+PAD_PER_THREAD = "per_thread"
 
 
 def _reduction_operand_bytes(func) -> int | None:
@@ -460,13 +463,20 @@ def loop_order_variants(func, tgt) -> tuple[dict[str, Any], ...]:
     rows = register_file_rows(facts)
     if rows > facts.accumulator_registers // 2:
         out += ({"tiles": {"rows": rows, "vector": 2 * facts.lanes("float32")}, **KERNEL_ORDER},)
+    from tvm_ext.compile_steps.conv_padding import pad_blocks
+    from tvm_ext.target import num_threads
+
+    if num_threads() > 1 and pad_blocks(func):  # the last kernel-order tile with its padding done per thread
+        out += ({**out[-1], "pad": PAD_PER_THREAD},)
     return out
 
 
 def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
     """(schedule or None, emitted intrinsic per block, reason when nothing was tensorized).
 
-    ``knobs`` go to :func:`tensorize.emit.apply` (``pack``, ``tiles``, ``outer``)."""
+    ``knobs`` go to :func:`tensorize.emit.apply` (``pack``, ``tiles``, ``outer``), except
+    ``pad=PAD_PER_THREAD``: the output rows run in one chunk per thread and each padding block is
+    computed inside its chunk (:mod:`.conv_padding`); None when that does not apply."""
     from tvm import s_tir
 
     from tensorize.emit import apply
@@ -474,6 +484,17 @@ def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
     from tensorize.search import find_mappings
     from tvm_ext.errors import TvmExtError
 
+    pad = knobs.pop("pad", None)
+    if pad is not None:
+        from tvm_ext.compile_steps.conv_padding import row_chunks
+        from tvm_ext.target import num_threads
+
+        if pad != PAD_PER_THREAD:
+            from tvm_ext.errors import ConfigError
+
+            raise ConfigError(f"pad={pad!r}: the only padding schedule is {PAD_PER_THREAD!r}")
+        threads = num_threads()
+        knobs["parallel_loops"] = row_chunks(threads)
     try:
         blocks = compute_blocks(func)
     except Exception as e:  # noqa: BLE001 - a func TVM cannot schedule: leave it
@@ -510,10 +531,30 @@ def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
             break
     if not done:
         return None, [], "no mapping fits the micro-kernel"
+    if pad is not None:
+        return _padded_per_thread(sch, threads, set(done) | set(plan.candidates), emitted)
     for b in _root_blocks(sch):
         if sch.get(b).name_hint not in done and sch.get(b).name_hint not in plan.candidates:
             default_schedule(sch, b)
     return sch, emitted, ""
+
+
+def _padded_per_thread(sch, threads: int, planned: set[str], emitted: list[str]) -> tuple[Any, list[str], str]:
+    """The tensorized ``sch`` with its padding moved into the chunk loop, the other blocks outside it
+    given the default schedule (blocks inside it are the micro-kernel's own)."""
+    from tvm import s_tir
+
+    from tvm_ext.compile_steps.conv_padding import pad_per_thread
+
+    func, moved = pad_per_thread(sch.mod["main"], threads)
+    if not moved:
+        return None, [], "no padding block runs in the chunk loop"
+    sch = s_tir.Schedule(func)
+    for b in _root_blocks(sch):
+        if sch.get(b).name_hint in planned or any(int(sch.get(lp).kind) == 1 for lp in sch.get_loops(b)):
+            continue  # the micro-kernel's blocks and what runs inside its parallel chunk loop
+        default_schedule(sch, b)
+    return sch, emitted + [f"{', '.join(moved)} computed per thread ({threads} row chunks)"], ""
 
 
 # ---------------------------------------------------------------------------
