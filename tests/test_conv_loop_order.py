@@ -25,7 +25,7 @@ def _matmul(k: int, n: int):
 
 @pytest.mark.parametrize("mcpu", ["skylake-avx512", "haswell"])
 def test_kernel_order_is_offered_only_when_the_whole_b_operand_fits_in_the_l2(mcpu):
-    from tvm_ext.compile_steps.llvm_schedule import KERNEL_ORDER, loop_order_variants, register_file_rows
+    from tvm_ext.compile_steps.kernel_variants import KERNEL_ORDER, loop_order_variants, register_file_rows
     from tvm_ext.target import hardware_facts, resolve_target
 
     tgt = resolve_target({"kind": "llvm", "mcpu": mcpu})

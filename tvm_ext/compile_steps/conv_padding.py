@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-__all__ = ["pad_blocks", "row_chunks", "pad_per_thread"]
+__all__ = ["pad_blocks", "row_chunks", "pad_per_thread", "padded_per_thread"]
 
 
 def _is_padding(sch, block) -> bool:
@@ -92,3 +92,21 @@ def pad_per_thread(func, threads: int) -> tuple[Any, list[str]]:
         except TvmScheduleError:
             pass
     return (sch.mod["main"], moved) if moved else (func, [])
+
+
+def padded_per_thread(sch, threads: int, planned: set[str], emitted: list[str]) -> tuple[Any, list[str], str]:
+    """The tensorized ``sch`` with its padding moved into the chunk loop, the other blocks outside it
+    given the default schedule (blocks inside it are the micro-kernel's own)."""
+    from tvm import s_tir
+
+    from tvm_ext.compile_steps.llvm_schedule import _root_blocks, default_schedule
+
+    func, moved = pad_per_thread(sch.mod["main"], threads)
+    if not moved:
+        return None, [], "no padding block runs in the chunk loop"
+    sch = s_tir.Schedule(func)
+    for b in _root_blocks(sch):
+        if sch.get(b).name_hint in planned or any(int(sch.get(lp).kind) == 1 for lp in sch.get_loops(b)):
+            continue  # the micro-kernel's blocks and what runs inside its parallel chunk loop
+        default_schedule(sch, b)
+    return sch, emitted + [f"{', '.join(moved)} computed per thread ({threads} row chunks)"], ""

@@ -12,7 +12,11 @@ Each PrimFunc left for llvm (after offloading) gets, in order of preference:
    built through the kernel cache, timed by
    :mod:`~tvm_ext.compile_steps.candidate_timing` with their weight packing
    split out, as a model with constant weights runs them); ``"always"`` keeps it
-   whenever it maps.  Measured beside it where their shapes fit:
+   whenever it maps.  Its variants (:func:`target_variants`,
+   :func:`loop_order_variants`) differ in tile, loop order (kernel order where
+   the whole weight fits in L2) and, for a padded convolution, padding per
+   thread (:mod:`~tvm_ext.compile_steps.conv_padding`).
+   Measured beside it where their shapes fit:
    **depthwise** (:mod:`~tvm_ext.compile_steps.depthwise_schedule`, NHWC
    depthwise convolutions) and **gemv** (:mod:`~tvm_ext.compile_steps.gemv_schedule`,
    matmuls of at most 32 rows with a prepacked weight);
@@ -39,6 +43,8 @@ import numpy as np
 
 from tvm_ext.compile_steps.candidate_timing import (measure_candidates, param_buffers, prepacked_compute,
                                                      tvm_ffi_hash)
+from tvm_ext.compile_steps.kernel_variants import (KERNEL_ORDER, PAD_PER_THREAD, VARIANTS,  # noqa: F401
+                                                  loop_order_variants, register_file_rows, target_variants)
 from tvm_ext.compile_steps.tile_sizes import largest_divisor
 
 __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
@@ -363,114 +369,6 @@ def _reduction_work(sch, name: str) -> int:
         return 0
 
 
-#: Emission knobs tried with ``tensorize="measure"`` (first: the emitter's defaults).  ``pack="never"``
-#: reads weights in place (packing a weight inside the kernel on every call can cost more than it
-#: saves); the short-row / panel-order setting suits tall-skinny products (a GCN's ``X @ W``).
-VARIANTS: tuple[dict[str, Any], ...] = (
-    {},
-    {"pack": "never"},
-    {"tiles": {"rows": 4, "vector": 64}, "outer": "panel"},
-)
-
-
-def register_file_rows(facts) -> int:
-    """Rows of a two-vector micro-kernel tile whose accumulators fill the whole register file.
-
-    Beside ``rows x 2`` accumulators the kernel keeps the two B vectors, the A broadcast and one
-    spare.  The emitter's default keeps to three quarters of the file (``accumulator_registers``,
-    7 rows of a 28-wide convolution row on AVX-512); the full file takes 14 there, one broadcast
-    and two vector loads per 28 FMAs instead of per 14.
-
-    >>> from tvm_ext.target import hardware_facts
-    >>> register_file_rows(hardware_facts({"kind": "llvm", "mcpu": "skylake-avx512"}))
-    14
-    >>> register_file_rows(hardware_facts({"kind": "llvm", "mcpu": "haswell"}))
-    6
-    """
-    return max((facts.vector_registers - 4) // 2, 1)
-
-
-def target_variants(tgt) -> tuple[dict[str, Any], ...]:
-    """:data:`VARIANTS` after the first, plus a register-file-filling tile where the target has room
-    for more rows than the emitter's default (AVX-512: 32 registers)."""
-    from tvm_ext.target import hardware_facts
-
-    facts = hardware_facts(tgt)
-    rows = register_file_rows(facts)
-    extra: tuple[dict[str, Any], ...] = ()
-    if rows > facts.accumulator_registers // 2:
-        extra = ({"tiles": {"rows": rows, "vector": 2 * facts.lanes("float32")}},)
-    return VARIANTS[1:] + extra
-
-
-#: Loop order that keeps a micro-kernel's A tile in L1 and walks every panel of B under it (``outer="kernel"``).
-KERNEL_ORDER: dict[str, Any] = {"outer": "kernel"}
-#: ``tensorize_primfunc(pad=...)``: output rows in one chunk per thread, the input padded per chunk
-#: (:mod:`.conv_padding`).
-PAD_PER_THREAD = "per_thread"
-
-
-def _reduction_operand_bytes(func) -> int | None:
-    """Bytes of the B operand (``K x N``) of ``func``'s first reduction block, or None when it has none.
-
-    ``K`` is the product of the block's reduction extents (a convolution's window times its input
-    channels), ``N`` the extent of its last spatial iter (the unit-stride output axis the micro-kernel
-    vectorises: a convolution's output channels, a matmul's columns).
-    """
-    from tvm import s_tir
-
-    sch = s_tir.Schedule(func)
-    for b in _root_blocks(sch):
-        blk = sch.get(b)
-        kinds = _iter_kinds(sch, b)
-        if "R" not in kinds or "S" not in kinds:
-            continue
-        try:
-            k = int(np.prod([int(iv.dom.extent) for iv, t in zip(blk.iter_vars, kinds) if t == "R"]))
-            n = int([iv.dom.extent for iv, t in zip(blk.iter_vars, kinds) if t == "S"][-1])
-        except (TypeError, ValueError):
-            return None
-        return k * n * np.dtype(str(blk.writes[0].source.dtype)).itemsize
-    return None
-
-
-def loop_order_variants(func, tgt) -> tuple[dict[str, Any], ...]:
-    """Kernel-order variants of the default and the register-file tile where ``func``'s whole B operand
-    fits in three quarters of one core's L2 (the rest holds the A rows and output rows streaming through).
-
-    The packed-panel order (the default once B is packed) sweeps all of A once per panel of B: right
-    when B is too big to stay in cache.  When all of B stays in L2 (a ResNet 1x1 convolution's
-    64 x 256 weight), walking every panel under one A tile reads A once and writes whole output rows;
-    on a short reduction (K = 64) this is what keeps the stores from dominating.  A convolution whose
-    B is a good part of the L2 (a 3x3 over 128 channels: 576 KiB) gains a little too: each thread
-    then computes whole output rows from its share of the input.
-
-    >>> from tvm import te
-    >>> from tvm_ext.target import resolve_target
-    >>> x = te.placeholder((64, 64), name="x"); w = te.placeholder((64, 256), name="w")
-    >>> k = te.reduce_axis((0, 64), "k")
-    >>> y = te.compute((64, 256), lambda i, j: te.sum(x[i, k] * w[k, j], axis=k), name="y")
-    >>> loop_order_variants(te.create_prim_func([x, w, y]), resolve_target({"kind": "llvm", "mcpu": "haswell"}))
-    ({'outer': 'kernel'},)
-    """
-    from tvm_ext.target import hardware_facts
-
-    facts = hardware_facts(tgt)
-    size = _reduction_operand_bytes(func)
-    if size is None or size > facts.l2_bytes * 3 // 4:
-        return ()
-    out: tuple[dict[str, Any], ...] = (dict(KERNEL_ORDER),)
-    rows = register_file_rows(facts)
-    if rows > facts.accumulator_registers // 2:
-        out += ({"tiles": {"rows": rows, "vector": 2 * facts.lanes("float32")}, **KERNEL_ORDER},)
-    from tvm_ext.compile_steps.conv_padding import pad_blocks
-    from tvm_ext.target import num_threads
-
-    if num_threads() > 1 and pad_blocks(func):  # the last kernel-order tile with its padding done per thread
-        out += ({**out[-1], "pad": PAD_PER_THREAD},)
-    return out
-
-
 def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
     """(schedule or None, emitted intrinsic per block, reason when nothing was tensorized).
 
@@ -532,29 +430,13 @@ def tensorize_primfunc(func, **knobs: Any) -> tuple[Any, list[str], str]:
     if not done:
         return None, [], "no mapping fits the micro-kernel"
     if pad is not None:
-        return _padded_per_thread(sch, threads, set(done) | set(plan.candidates), emitted)
+        from tvm_ext.compile_steps.conv_padding import padded_per_thread
+
+        return padded_per_thread(sch, threads, set(done) | set(plan.candidates), emitted)
     for b in _root_blocks(sch):
         if sch.get(b).name_hint not in done and sch.get(b).name_hint not in plan.candidates:
             default_schedule(sch, b)
     return sch, emitted, ""
-
-
-def _padded_per_thread(sch, threads: int, planned: set[str], emitted: list[str]) -> tuple[Any, list[str], str]:
-    """The tensorized ``sch`` with its padding moved into the chunk loop, the other blocks outside it
-    given the default schedule (blocks inside it are the micro-kernel's own)."""
-    from tvm import s_tir
-
-    from tvm_ext.compile_steps.conv_padding import pad_per_thread
-
-    func, moved = pad_per_thread(sch.mod["main"], threads)
-    if not moved:
-        return None, [], "no padding block runs in the chunk loop"
-    sch = s_tir.Schedule(func)
-    for b in _root_blocks(sch):
-        if sch.get(b).name_hint in planned or any(int(sch.get(lp).kind) == 1 for lp in sch.get_loops(b)):
-            continue  # the micro-kernel's blocks and what runs inside its parallel chunk loop
-        default_schedule(sch, b)
-    return sch, emitted + [f"{', '.join(moved)} computed per thread ({threads} row chunks)"], ""
 
 
 # ---------------------------------------------------------------------------
