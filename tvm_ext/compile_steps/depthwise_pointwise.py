@@ -237,8 +237,7 @@ def separable_schedule(func, lanes: int, registers: int):
     """
     from tvm import s_tir
 
-    from tvm_ext.compile_steps.depthwise_schedule import pixels_per_step
-    from tvm_ext.compile_steps.llvm_schedule import _is_copy, _iter_kinds, _root_blocks
+    from tvm_ext.compile_steps.llvm_schedule import _iter_kinds, _root_blocks
 
     if func is None:
         return None
@@ -249,102 +248,124 @@ def separable_schedule(func, lanes: int, registers: int):
         return None
     names = [sch.get(b).name_hint for b in blocks]
     i_dw, i_pw = reductions
-    dw_name, pw_name = names[i_dw], names[i_pw]
     out_shape = _ints(sch.get(blocks[i_pw]).writes[0].source.shape)
     mid_shape = _ints(sch.get(blocks[i_dw]).writes[0].source.shape)
     if out_shape is None or mid_shape is None or len(out_shape) != 4:
         return None
-    channels, out_channels, width = mid_shape[3], out_shape[3], out_shape[2]
-    vectors = 2 if out_channels % (2 * lanes) == 0 else 1
+    channels, out_channels = mid_shape[3], out_shape[3]
     if out_channels % lanes or channels % lanes or mid_shape[:3] != out_shape[:3]:
         return None
     try:
-        for n in names[:i_dw]:  # the padding
-            sch.compute_inline(sch.get_sblock(n))
-        mid = list(names[i_dw + 1:i_pw])
-        for n in [n for n in mid if _is_copy(sch, sch.get_sblock(n))]:  # the pointwise's padding copy
-            sch.compute_inline(sch.get_sblock(n))
-            mid.remove(n)
-        if not mid:
+        row_name = _inline_around_the_pair(sch, names, i_dw, i_pw)
+        if row_name is None:
             return None
-        row_name = mid[-1]  # the depthwise row (bias and activation inlined into it)
-        for n in mid[:-1]:
-            sch.compute_inline(sch.get_sblock(n))
-        tail = names[i_pw + 1:]
-        for n in tail[:-1]:
-            sch.compute_inline(sch.get_sblock(n))
-        pw = sch.get_sblock(pw_name)
-        # the pointwise weight through a panel copy (O / tile, .., C, tile): a register tile's weight
-        # vectors are one contiguous stream over the input channels
-        stmt = sch.get(pw)
-        o_var = stmt.iter_vars[3].var
-        weight = [r for r in stmt.reads if not r.source.same_as(sch.get(sch.get_sblock(row_name)).writes[0].source)]
-        if len(weight) != 1:
+        tile = (2 if out_channels % (2 * lanes) == 0 else 1) * lanes
+        rows = _schedule_pointwise(sch, names[i_pw], row_name, names[i_pw + 1:], out_shape[2], tile, lanes,
+                                   registers)
+        if rows is None or not _schedule_depthwise_row(sch, names[i_dw], row_name, rows, mid_shape, lanes,
+                                                        registers):
             return None
-        axes = [i for i, rg in enumerate(weight[0].region) if rg.min.same_as(o_var)]
-        if len(axes) != 1:
-            return None
-        o_axis = axes[0]
-        wg = sch.cache_read(pw, _read_index(stmt, weight[0].source), "global")
-        others = [i for i in range(len(weight[0].region)) if i != o_axis]
-        tile = vectors * lanes
-        sch.transform_layout(wg, ("write", 0),
-                             lambda *ax: (ax[o_axis] // tile, *(ax[i] for i in others), ax[o_axis] % tile))
-        # the pointwise GEMM: rows parallel, a register tile of pixels x output-channel vectors
-        loops = sch.get_loops(pw)
-        n, h, w, o = loops[:4]
-        red = loops[4:]
-        px = pixel_tile(width, registers, vectors)
-        wo, wi = sch.split(w, [None, px])
-        oo, oi = sch.split(o, [None, vectors * lanes])
-        sch.reorder(oo, wo, *red, wi, oi)
-        rows = sch.fuse(n, h)
-        sch.parallel(rows)
-        acc = sch.cache_write(pw, 0, "local")
-        sch.reverse_compute_at(acc, wo)
-        if tail:
-            sch.reverse_compute_inline(sch.get_sblock(tail[-1]))
-        # the depthwise row of this task's output row, computed under the row loop
-        row = sch.get_sblock(row_name)
-        sch.compute_at(row, rows)
-        dw = sch.get_sblock(dw_name)
-        sch.compute_at(dw, rows)
-        dl = sch.get_loops(dw)
-        row_loop = sch.get(rows)
-        after = dl[[i for i, lp in enumerate(dl) if sch.get(lp).same_as(row_loop)][0] + 1:]
-        # under the row loop: the row's pixels, its channels, then the window (unit loops are gone)
-        if [int(sch.get(lp).extent) for lp in after[:2]] != [mid_shape[2], channels]:
-            return None
-        (dw_w, dw_c), window = after[:2], after[2:]
-        taps = 1
-        for lp in window:
-            taps *= int(sch.get(lp).extent)
-        dpx = pixels_per_step(int(sch.get(dw_w).extent), taps, registers)
-        dwo, dwi = sch.split(dw_w, [None, dpx])
-        dco, dci = sch.split(dw_c, [None, lanes])
-        sch.reorder(dwo, dco, *window, dwi, dci)
-        sch.reverse_compute_at(sch.get_sblock(row_name), dco)
-        for lp in window:
-            sch.unroll(lp)
-        sch.unroll(dwi)
-        sch.vectorize(dci)
-        init = sch.decompose_reduction(dw, window[0])
-        sch.vectorize(sch.get_loops(init)[-1])
-        sch.vectorize(sch.get_loops(sch.get_sblock(row_name))[-1])
-        # the GEMM's inner loops
-        sch.unroll(wi)
-        sch.vectorize(oi)
-        init = sch.decompose_reduction(pw, red[0])
-        il = sch.get_loops(init)
-        sch.unroll(il[-2])
-        sch.vectorize(il[-1])
-        al = sch.get_loops(sch.get_sblock(sch.get(acc).name_hint))
-        sch.vectorize(al[-1])
-        wl = sch.get_loops(wg)
-        sch.vectorize(wl[-1])
     except Exception:  # noqa: BLE001 - a step TVM refuses on this func: it is not the pattern scheduled here
         return None
     return sch
+
+
+def _inline_around_the_pair(sch, names: list[str], i_dw: int, i_pw: int) -> str | None:
+    """Inline the padding, the copies and the epilogue around the pair; the depthwise row's block name."""
+    from tvm_ext.compile_steps.llvm_schedule import _is_copy
+
+    for n in names[:i_dw]:  # the padding
+        sch.compute_inline(sch.get_sblock(n))
+    mid = list(names[i_dw + 1:i_pw])
+    for n in [n for n in mid if _is_copy(sch, sch.get_sblock(n))]:  # the pointwise's padding copy
+        sch.compute_inline(sch.get_sblock(n))
+        mid.remove(n)
+    if not mid:
+        return None
+    for n in mid[:-1]:  # bias and activation inlined into the depthwise row
+        sch.compute_inline(sch.get_sblock(n))
+    for n in names[i_pw + 1:-1]:
+        sch.compute_inline(sch.get_sblock(n))
+    return mid[-1]
+
+
+def _schedule_pointwise(sch, pw_name: str, row_name: str, tail: list[str], width: int, tile: int, lanes: int,
+                        registers: int):
+    """Rows parallel, a register tile of pixels x ``tile`` output channels, the weight read in panels.
+
+    Returns the parallel row loop, or None when the pointwise block is not the expected shape.
+    """
+    pw = sch.get_sblock(pw_name)
+    # the pointwise weight through a panel copy (O / tile, .., C, tile): a register tile's weight
+    # vectors are one contiguous stream over the input channels
+    stmt = sch.get(pw)
+    o_var = stmt.iter_vars[3].var
+    row_buffer = sch.get(sch.get_sblock(row_name)).writes[0].source
+    weight = [r for r in stmt.reads if not r.source.same_as(row_buffer)]
+    if len(weight) != 1:
+        return None
+    axes = [i for i, rg in enumerate(weight[0].region) if rg.min.same_as(o_var)]
+    if len(axes) != 1:
+        return None
+    o_axis = axes[0]
+    wg = sch.cache_read(pw, _read_index(stmt, weight[0].source), "global")
+    others = [i for i in range(len(weight[0].region)) if i != o_axis]
+    sch.transform_layout(wg, ("write", 0),
+                         lambda *ax: (ax[o_axis] // tile, *(ax[i] for i in others), ax[o_axis] % tile))
+    loops = sch.get_loops(pw)
+    n, h, w, o = loops[:4]
+    red = loops[4:]
+    wo, wi = sch.split(w, [None, pixel_tile(width, registers, tile // lanes)])
+    oo, oi = sch.split(o, [None, tile])
+    sch.reorder(oo, wo, *red, wi, oi)
+    rows = sch.fuse(n, h)
+    sch.parallel(rows)
+    acc = sch.cache_write(pw, 0, "local")
+    sch.reverse_compute_at(acc, wo)
+    if tail:
+        sch.reverse_compute_inline(sch.get_sblock(tail[-1]))
+    sch.unroll(wi)
+    sch.vectorize(oi)
+    init = sch.decompose_reduction(pw, red[0])
+    il = sch.get_loops(init)
+    sch.unroll(il[-2])
+    sch.vectorize(il[-1])
+    sch.vectorize(sch.get_loops(sch.get_sblock(sch.get(acc).name_hint))[-1])
+    sch.vectorize(sch.get_loops(wg)[-1])
+    return rows
+
+
+def _schedule_depthwise_row(sch, dw_name: str, row_name: str, rows, mid_shape: list[int], lanes: int,
+                            registers: int) -> bool:
+    """The depthwise row of each task's output row, computed under the parallel row loop; False if it does not fit."""
+    from tvm_ext.compile_steps.depthwise_schedule import pixels_per_step
+
+    row = sch.get_sblock(row_name)
+    sch.compute_at(row, rows)
+    dw = sch.get_sblock(dw_name)
+    sch.compute_at(dw, rows)
+    dl = sch.get_loops(dw)
+    row_loop = sch.get(rows)
+    after = dl[[i for i, lp in enumerate(dl) if sch.get(lp).same_as(row_loop)][0] + 1:]
+    # under the row loop: the row's pixels, its channels, then the window (unit loops are gone)
+    if [int(sch.get(lp).extent) for lp in after[:2]] != [mid_shape[2], mid_shape[3]]:
+        return False
+    (dw_w, dw_c), window = after[:2], after[2:]
+    taps = 1
+    for lp in window:
+        taps *= int(sch.get(lp).extent)
+    dwo, dwi = sch.split(dw_w, [None, pixels_per_step(int(sch.get(dw_w).extent), taps, registers)])
+    dco, dci = sch.split(dw_c, [None, lanes])
+    sch.reorder(dwo, dco, *window, dwi, dci)
+    sch.reverse_compute_at(sch.get_sblock(row_name), dco)
+    for lp in window:
+        sch.unroll(lp)
+    sch.unroll(dwi)
+    sch.vectorize(dci)
+    init = sch.decompose_reduction(dw, window[0])
+    sch.vectorize(sch.get_loops(init)[-1])
+    sch.vectorize(sch.get_loops(sch.get_sblock(row_name))[-1])
+    return True
 
 
 def _time_fused_and_separate(fused, depthwise, pointwise, target) -> dict[str, float]:
