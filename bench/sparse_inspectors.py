@@ -250,7 +250,8 @@ def _print_recipes(run: BenchRun) -> None:
 
 
 def main() -> None:
-    args = bench_args(__doc__.splitlines()[0], part={"default": "all", "choices": ("formats", "selection", "recipes", "all"),
+    args = bench_args(__doc__.splitlines()[0], part={"default": "all",
+                                                     "choices": ("formats", "selection", "recipes", "all"),
                                                      "help": "which part to run (default all)"},
                       n={"type": int, "nargs": "+", "default": list(N_VALUES),
                          "help": "column counts of the selection part (default 1 8 32 128)"})

@@ -119,7 +119,7 @@ class RecipeInspector:
     def _measure(self, csr) -> tuple:
         """Both inspectors on ``csr`` taking turns, :data:`MEASURE_ROUNDS` calls each, the fastest
         call of each kept (the compiled kernels are built or loaded first, the loop nest made)."""
-        from schedules.sparse.recipes.inspector_tir import build_kernels
+        from schedules.sparse.recipes.inspector_kernels import build_kernels
 
         build_kernels(csr.dtype.name, self.target)
         self.recipe.inspect(csr[:1])                   # the recipe's loop nest and its caches

@@ -6,8 +6,8 @@ per outer iteration; sized by a first traversal and filled by a second, as
 §5.2 describes OSKI's way, with Listing 5.10's per-block-row marker) gather the
 iterations of the compacted levels in executor order.  The numpy inspector
 (:mod:`schedules.sparse.transforms.compaction`) does it with a stable sort;
-here the same result comes from compiled TIR kernels, built once per target
-through the kernel cache:
+here the same result comes from the compiled TIR kernels of
+:mod:`.inspector_kernels`, built once per target through the kernel cache:
 
 * :func:`segment_compact_primfunc` -- where the outer levels are already in
   entry order (BCSR's block rows, S-DIA's row tiles, SELL's chunks, or no
@@ -56,369 +56,24 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
+from schedules.sparse.recipes.inspector_kernels import (CHUNK_MIN, RADIX_BITS, bucket_pass_primfunc,
+                                                       collision_primfunc, gather_primfunc, group_primfunc,
+                                                       pad_fill_primfunc, radix_pass_primfunc,
+                                                       segment_compact_primfunc)
+from schedules.sparse.recipes.inspector_kernels import as_tensor as _t
+from schedules.sparse.recipes.inspector_kernels import kernel as _kernel
+from schedules.sparse.recipes.inspector_kernels import threads as _threads
 from schedules.sparse.transforms import compaction as _cmp
 from schedules.sparse.transforms.compaction import Compaction, PaddedCompaction
 from schedules.sparse.transforms.space import IterationSpace
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["RADIX_BITS", "build_kernels", "bucket_pass_primfunc", "collision_primfunc", "radix_pass_primfunc", "group_primfunc", "segment_compact_primfunc", "gather_primfunc", "pad_fill_primfunc",
-           "stable_order", "compiled_compact", "compiled_compact_and_pad", "CompiledCompaction",
+__all__ = ["stable_order", "compiled_compact", "compiled_compact_and_pad", "CompiledCompaction",
            "compiled_recipe"]
 
-#: Bits of the key one radix pass sorts (2048 buckets per chunk: the counts stay in L1/L2).
-RADIX_BITS = 11
 #: The segmented compaction ranks a segment's d distinct low parts in d * d compares; above
 #: this many compares per entry (summed over the segments) the radix sort is used instead.
 _RANK_WORK = 16
-#: Entries per chunk of the parallel passes (at least; fewer chunks on small inputs).
-_CHUNK_MIN = 1 << 15
-
-
-def radix_pass_primfunc():
-    """The PrimFunc of one stable LSD radix-sort pass over ``(key, idx)`` pairs by digit ``shift``.
-
-    Arguments: ``key_in, idx_in, key_out, idx_out`` (int64, length ``n``),
-    ``hist`` (int64 ``[nchunk, 2**RADIX_BITS]`` workspace), ``shift``.
-
-    >>> len(radix_pass_primfunc().params)
-    6
-    """
-    from tvm.script import tirx as T
-
-    nb = 1 << RADIX_BITS
-    mask = nb - 1
-
-    @T.prim_func
-    def radix_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
-                   shift: T.int64):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        nchunk = T.int64()
-        key_in = T.match_buffer(k_in, (n,), "int64")
-        idx_in = T.match_buffer(i_in, (n,), "int64")
-        key_out = T.match_buffer(k_out, (n,), "int64")
-        idx_out = T.match_buffer(i_out, (n,), "int64")
-        hist = T.match_buffer(h, (nchunk, nb), "int64")
-        for c in T.parallel(nchunk):                      # count pass, one chunk of entries each
-            for b in range(nb):
-                hist[c, b] = T.int64(0)
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = T.shift_right(key_in[e], shift) & T.int64(mask)
-                hist[c, d] = hist[c, d] + T.int64(1)
-        run = T.alloc_buffer((1,), "int64")
-        run[0] = T.int64(0)
-        for b in range(nb):                               # prefix sum over (digit, chunk)
-            for q in range(nchunk):
-                t: T.int64 = hist[q, b]
-                hist[q, b] = run[0]
-                run[0] = run[0] + t
-        for c in T.parallel(nchunk):                      # stable scatter pass
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = T.shift_right(key_in[e], shift) & T.int64(mask)
-                p: T.int64 = hist[c, d]
-                key_out[p] = key_in[e]
-                idx_out[p] = idx_in[e]
-                hist[c, d] = p + T.int64(1)
-
-    return radix_pass
-
-
-def bucket_pass_primfunc():
-    """The PrimFunc of a stable counting sort of ``(key, idx)`` pairs by bucket ``key // div``
-    (the outer iteration), ``hist``'s second extent buckets: per chunk of entries a count pass,
-    a serial prefix sum over (bucket, chunk), and a stable scatter pass, both parallel over chunks.
-
-    >>> len(bucket_pass_primfunc().params)
-    6
-    """
-    from tvm.script import tirx as T
-
-    @T.prim_func
-    def bucket_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
-                    div: T.int64):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        nchunk = T.int64()
-        nb = T.int64()
-        key_in = T.match_buffer(k_in, (n,), "int64")
-        idx_in = T.match_buffer(i_in, (n,), "int64")
-        key_out = T.match_buffer(k_out, (n,), "int64")
-        idx_out = T.match_buffer(i_out, (n,), "int64")
-        hist = T.match_buffer(h, (nchunk, nb), "int64")
-        for c in T.parallel(nchunk):                      # count pass, one chunk of entries each
-            for b in range(nb):
-                hist[c, b] = T.int64(0)
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = key_in[e] // div
-                hist[c, d] = hist[c, d] + T.int64(1)
-        run = T.alloc_buffer((1,), "int64")
-        run[0] = T.int64(0)
-        for b in range(nb):                               # prefix sum over (bucket, chunk)
-            for q in range(nchunk):
-                t: T.int64 = hist[q, b]
-                hist[q, b] = run[0]
-                run[0] = run[0] + t
-        for c in T.parallel(nchunk):                      # stable scatter pass
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = key_in[e] // div
-                p: T.int64 = hist[c, d]
-                key_out[p] = key_in[e]
-                idx_out[p] = idx_in[e]
-                hist[c, d] = p + T.int64(1)
-
-    return bucket_pass
-
-
-def group_primfunc():
-    """The PrimFunc of the compacted iterations of sorted ``key`` (outer part ``key // div``).
-
-    Writes ``owner[e]`` (the iteration of entry ``e``), ``starts[g]`` (its first
-    entry), ``offset`` (prefix sums of the iterations per outer iteration,
-    length ``n_outer + 1``) and ``count[0]``.
-
-    >>> len(group_primfunc().params)
-    6
-    """
-    from tvm.script import tirx as T
-
-    @T.prim_func
-    def group(k: T.handle, o: T.handle, s: T.handle, off: T.handle, cnt: T.handle, div: T.int64):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        n_off = T.int64()
-        key = T.match_buffer(k, (n,), "int64")
-        owner = T.match_buffer(o, (n,), "int64")
-        starts = T.match_buffer(s, (n,), "int64")
-        offset = T.match_buffer(off, (n_off,), "int64")
-        count = T.match_buffer(cnt, (1,), "int64")
-        for q in range(n_off):
-            offset[q] = T.int64(0)
-        count[0] = T.int64(0)
-        for e in range(n):                                # count pass
-            if e == 0 or key[e] != key[T.max(e - 1, T.int64(0))]:
-                starts[count[0]] = e
-                count[0] = count[0] + T.int64(1)
-                offset[key[e] // div + 1] = offset[key[e] // div + 1] + T.int64(1)
-            owner[e] = count[0] - T.int64(1)
-        for q in range(n_off - 1):                        # prefix sum
-            offset[q + 1] = offset[q + 1] + offset[q]
-
-    return group
-
-
-def segment_compact_primfunc():
-    """The PrimFunc compacting a key whose outer part ``key // div`` is already sorted (rows in
-    CSR order: BCSR's block rows, S-DIA's row tiles, SELL's chunks): per outer iteration ``o``
-    (entries ``seg_ptr[o]:seg_ptr[o + 1]``), parallel over chunks of outer iterations.
-
-    Each call runs the count pass: ``n_new[o]``, the distinct low parts ``key - o * div`` of
-    ``o`` (a marker array over ``div`` per chunk, stamped with ``o``).  With ``fill`` = 1
-    (after the caller's prefix sum of ``n_new`` into ``offset``) it also runs the
-    fill pass: the distinct low parts ranked (by counting the smaller ones: a segment holds
-    few), counted, their first slots by a prefix sum, and the entries scattered stably to their
-    sorted positions (``order``, ``key_out``, ``owner``); ``first[g]`` is compacted iteration
-    ``g``'s first entry (its position before sorting).
-
-    >>> len(segment_compact_primfunc().params)
-    16
-    """
-    from tvm.script import tirx as T
-
-    @T.prim_func
-    def segment_compact(k: T.handle, sp_: T.handle, cb: T.handle, nn: T.handle, off: T.handle, mk: T.handle, rk: T.handle,
-                        ls: T.handle, ct: T.handle, sc: T.handle, od: T.handle, ko: T.handle, ow: T.handle, fs: T.handle,
-                        div: T.int64, fill: T.int64):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        n_outer = T.int64()
-        nchunk = T.int64()
-        span = T.int64()
-        lanes = T.int64()
-        n_groups = T.int64()
-        key = T.match_buffer(k, (n,), "int64")
-        seg_ptr = T.match_buffer(sp_, (n_outer + 1,), "int64")
-        n_new = T.match_buffer(nn, (n_outer,), "int64")
-        chunk_ptr = T.match_buffer(cb, (nchunk + 1,), "int64")
-        offset = T.match_buffer(off, (n_outer + 1,), "int64")
-        mark = T.match_buffer(mk, (nchunk, lanes), "int64")
-        rank = T.match_buffer(rk, (nchunk, lanes), "int64")
-        lst = T.match_buffer(ls, (nchunk, span), "int64")
-        cnt = T.match_buffer(ct, (nchunk, span), "int64")
-        scalars = T.match_buffer(sc, (nchunk, 3), "int64")     # per chunk: distinct count, rank, slot
-        order = T.match_buffer(od, (n,), "int64")
-        key_out = T.match_buffer(ko, (n,), "int64")
-        owner = T.match_buffer(ow, (n,), "int64")
-        first = T.match_buffer(fs, (n_groups,), "int64")
-        for c in T.parallel(nchunk):
-            for b in range(lanes):
-                mark[c, b] = T.int64(-1)
-            for o in range(chunk_ptr[c], chunk_ptr[c + 1]):
-                # the bounds bound to variables first: with the loads written in the loop
-                # bounds, TVM 0.27's parallel body read segment 0's bounds in every chunk
-                e_lo: T.int64 = seg_ptr[o]
-                e_hi: T.int64 = seg_ptr[o + 1]
-                scalars[c, 0] = T.int64(0)
-                for e in range(e_lo, e_hi):       # count pass
-                    lo: T.int64 = key[e] - o * div
-                    if mark[c, lo] != o:
-                        mark[c, lo] = o
-                        lst[c, scalars[c, 0]] = lo
-                        scalars[c, 0] = scalars[c, 0] + T.int64(1)
-                n_new[o] = scalars[c, 0]
-                if fill > 0:                                      # fill pass
-                    for r in range(scalars[c, 0]):                # rank = how many low parts are smaller
-                        scalars[c, 1] = T.int64(0)
-                        for q in range(scalars[c, 0]):
-                            scalars[c, 1] = scalars[c, 1] + T.Select(lst[c, q] < lst[c, r], T.int64(1),
-                                                                     T.int64(0))
-                        rank[c, lst[c, r]] = scalars[c, 1]
-                        cnt[c, r] = T.int64(0)
-                    for e in range(e_lo, e_hi):
-                        r2: T.int64 = rank[c, key[e] - o * div]
-                        cnt[c, r2] = cnt[c, r2] + T.int64(1)
-                    scalars[c, 2] = e_lo
-                    for r in range(scalars[c, 0]):                        # prefix sum: first slots
-                        t: T.int64 = cnt[c, r]
-                        cnt[c, r] = scalars[c, 2]
-                        lst[c, r] = scalars[c, 2]
-                        scalars[c, 2] = scalars[c, 2] + t
-                    for e in range(e_lo, e_hi):   # stable scatter
-                        r3: T.int64 = rank[c, key[e] - o * div]
-                        p: T.int64 = cnt[c, r3]
-                        if p == lst[c, r3]:
-                            first[offset[o] + r3] = e
-                        order[p] = e
-                        key_out[p] = key[e]
-                        owner[p] = offset[o] + r3
-                        cnt[c, r3] = p + T.int64(1)
-
-    return segment_compact
-
-
-def collision_primfunc():
-    """The PrimFunc of compact-and-pad's injectivity test (§5.1.3), parallel over chunks of
-    entries: every entry writes its index to ``marker[slot[e]]``, then an entry that does not
-    read its own index back shares its slot; ``bad[c]`` is chunk ``c``'s first such entry (-1: none).
-    A race between two entries of one slot leaves one of them, so a shared slot is always found.
-
-    >>> len(collision_primfunc().params)
-    3
-    """
-    from tvm.script import tirx as T
-
-    @T.prim_func
-    def collision(s: T.handle, m: T.handle, b: T.handle):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        total = T.int64()
-        nchunk = T.int64()
-        slot = T.match_buffer(s, (n,), "int64")
-        marker = T.match_buffer(m, (total,), "int64")
-        bad = T.match_buffer(b, (nchunk,), "int64")
-        for c in T.parallel(nchunk):
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                marker[slot[e]] = e
-        for c in T.parallel(nchunk):
-            bad[c] = T.int64(-1)
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                if bad[c] < 0 and marker[slot[e]] != e:
-                    bad[c] = e
-
-    return collision
-
-
-def gather_primfunc(dtype: str = "int64"):
-    """The PrimFunc ``out[e] = src[idx[e]]``, parallel over chunks of ``e``.
-
-    >>> len(gather_primfunc("float32").params)
-    3
-    """
-    from tvm.script import tirx as T
-
-    @T.prim_func
-    def gather(s: T.handle, i: T.handle, o: T.handle):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        m = T.int64()
-        src = T.match_buffer(s, (m,), dtype)
-        idx = T.match_buffer(i, (n,), "int64")
-        out = T.match_buffer(o, (n,), dtype)
-        for c in T.parallel((n + T.int64(_CHUNK_MIN) - 1) // T.int64(_CHUNK_MIN)):
-            for e in range(c * T.int64(_CHUNK_MIN), T.min((c + 1) * T.int64(_CHUNK_MIN), n)):
-                out[e] = src[idx[e]]
-
-    return gather
-
-
-def pad_fill_primfunc(dtype: str):
-    """The fill pass of compact-and-pad: ``a_prime[owner[e] * size + inner[e]] = src[pos[e]]``.
-
-    Parallel over chunks of entries; the caller has checked that the slots are distinct.
-
-    >>> len(pad_fill_primfunc("float64").params)
-    6
-    """
-    from tvm.script import tirx as T
-
-    @T.prim_func
-    def pad_fill(a: T.handle, o: T.handle, i: T.handle, s: T.handle, p: T.handle, size: T.int64):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        m = T.int64()
-        total = T.int64()
-        a_prime = T.match_buffer(a, (total,), dtype)
-        owner = T.match_buffer(o, (n,), "int64")
-        inner = T.match_buffer(i, (n,), "int64")
-        src = T.match_buffer(s, (m,), dtype)
-        pos = T.match_buffer(p, (n,), "int64")
-        for c in T.parallel((n + T.int64(_CHUNK_MIN) - 1) // T.int64(_CHUNK_MIN)):
-            for e in range(c * T.int64(_CHUNK_MIN), T.min((c + 1) * T.int64(_CHUNK_MIN), n)):
-                a_prime[owner[e] * size + inner[e]] = src[pos[e]]
-
-    return pad_fill
-
-
-# ----------------------------------------------------------------------------- calling the kernels
-
-#: Compiled inspector kernels by (name, target): resolving the target costs more than a small matrix's pass.
-_KERNELS: dict = {}
-
-
-def _kernel(name: str, make, target: Any = None):
-    from tvm_ext.kernel_cache import get_or_build
-
-    key = (name, None if target is None else str(target))
-    if key not in _KERNELS:
-        _KERNELS[key] = get_or_build(("recipe_inspector", name), make, target)["main"]
-    return _KERNELS[key]
-
-
-def build_kernels(dtype: str = "float32", target: Any = None) -> None:
-    """Build (or load from the kernel cache) every kernel the compiled inspector may call on
-    values of ``dtype``, so a timed inspection pays no compilation.
-
-    >>> build_kernels("float64")
-    """
-    _kernel("radix_pass", radix_pass_primfunc, target)
-    _kernel("group", group_primfunc, target)
-    _kernel("segment_compact", segment_compact_primfunc, target)
-    _kernel("bucket_pass", bucket_pass_primfunc, target)
-    _kernel("collision", collision_primfunc, target)
-    for dt in dict.fromkeys(("int64", "int32", dtype)):
-        _kernel(f"gather_{dt}", lambda dt=dt: gather_primfunc(dt), target)
-    for dt in dict.fromkeys(("int32", dtype)):
-        _kernel(f"pad_fill_{dt}", lambda dt=dt: pad_fill_primfunc(dt), target)
-
-def _t(a: np.ndarray):
-    import tvm_ffi
-
-    return tvm_ffi.from_dlpack(a, require_alignment=0)
-
-
-def _threads() -> int:
-    from tvm_ext.target import num_threads
-
-    return max(int(num_threads()), 1)
 
 
 def stable_order(key: np.ndarray, total: int, *, target: Any = None
@@ -434,7 +89,7 @@ def stable_order(key: np.ndarray, total: int, *, target: Any = None
         return None
     bits = max(int(total - 1).bit_length(), 1)
     passes = -(-bits // RADIX_BITS)
-    nchunk = max(1, min(_threads() * 4, n // _CHUNK_MIN))
+    nchunk = max(1, min(_threads() * 4, n // CHUNK_MIN))
     hist = np.empty((nchunk, 1 << RADIX_BITS), dtype=np.int64)
     k_a, i_a = np.array(key, dtype=np.int64), np.arange(n, dtype=np.int64)   # a copy: the passes write it
     k_b, i_b = np.empty_like(k_a), np.empty_like(i_a)
@@ -482,7 +137,7 @@ def _sorted_space(space: IterationSpace, order: np.ndarray | None, target: Any) 
 def _collides(slot: np.ndarray, total: int, target: Any) -> bool:
     """Whether two entries share an ``A_prime`` slot (:func:`collision_primfunc`)."""
     n = slot.size
-    nchunk = max(1, min(_threads() * 4, n // _CHUNK_MIN))
+    nchunk = max(1, min(_threads() * 4, n // CHUNK_MIN))
     bad = np.empty(nchunk, np.int64)
     _kernel("collision", collision_primfunc, target)(_t(np.ascontiguousarray(slot)),
                                                      _t(np.empty(max(total, 1), np.int64)), _t(bad))
@@ -493,7 +148,7 @@ def _by_outer(key: np.ndarray, div: int, n_outer: int, target: Any) -> tuple | N
     """``(permutation, key)`` stably sorted by the outer part ``key // div`` (one counting-sort
     pass, :func:`bucket_pass_primfunc`), or None where the per-chunk counts would outgrow the entries."""
     n = key.size
-    nchunk = max(1, min(_threads() * 4, n // _CHUNK_MIN, (8 * n + (1 << 20)) // max(n_outer, 1)))
+    nchunk = max(1, min(_threads() * 4, n // CHUNK_MIN, (8 * n + (1 << 20)) // max(n_outer, 1)))
     if nchunk * n_outer > 8 * n + (1 << 20):
         return None
     k_out, i_out = np.empty(n, np.int64), np.empty(n, np.int64)
