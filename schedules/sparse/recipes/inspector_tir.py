@@ -355,10 +355,4 @@ def compiled_recipe(recipe: Any, target: Any = None) -> Any:
     >>> all(np.array_equal(a.arrays[k], b.arrays[k]) for k in a.arrays)
     True
     """
-    from schedules.sparse.recipes.split import SplitRecipe
-
-    if isinstance(recipe, SplitRecipe):
-        return dataclasses.replace(recipe, parts=tuple(compiled_recipe(r, target) for r in recipe.parts))
-    if not recipe.steps or isinstance(recipe.steps[-1], CompiledCompaction):
-        return recipe
-    return dataclasses.replace(recipe, steps=recipe.steps[:-1] + (CompiledCompaction(recipe.steps[-1], target),))
+    return recipe.compiled(target)

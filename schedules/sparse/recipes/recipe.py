@@ -191,6 +191,15 @@ class Recipe:
 
         return RecipeInspector(self, kind, target=target)
 
+    def compiled(self, target: Any = None) -> "Recipe":
+        """This recipe with its final compaction's inspector run by compiled TIR kernels
+        (:class:`~.inspector_tir.CompiledCompaction`); the executor side is unchanged."""
+        from schedules.sparse.recipes.inspector_tir import CompiledCompaction
+
+        if not self.steps or isinstance(self.steps[-1], CompiledCompaction):
+            return self
+        return dataclasses.replace(self, steps=self.steps[:-1] + (CompiledCompaction(self.steps[-1], target),))
+
     def inspect(self, A: Any, *, dtype: Any = None) -> GeneratedFormat:
         """Run the steps on ``A``'s iteration space: the format's arrays and metadata."""
         from schedules.sparse import transforms as tf

@@ -15,7 +15,7 @@ recipe hyb: split(j < j.lo + W)
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from schedules.sparse.executors.codegen import check_dtype
@@ -44,6 +44,10 @@ class SplitRecipe:
     def key(self) -> tuple:
         """What identifies the executor: the split and each part's key."""
         return (self.name, self.split.label, tuple(p.key() for p in self.parts))
+
+    def compiled(self, target: Any = None) -> "SplitRecipe":
+        """Each part's :meth:`~.recipe.Recipe.compiled` (its inspector's compaction compiled)."""
+        return replace(self, parts=tuple(p.compiled(target) for p in self.parts))
 
     def nest(self, dtype: str = "float32", kind: str = "spmm", part: int = 0) -> SparseNest:
         """Part ``part``'s loop nest after its steps and reorders."""
