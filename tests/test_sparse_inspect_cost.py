@@ -7,7 +7,7 @@ import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from schedules.sparse.inspectors import _bcsr_scipy, to_bcsr
+from schedules.sparse.inspectors import _bcsr_scipy, _ell_rows, to_bcsr, to_ell
 from schedules.sparse.native import inspect_helpers
 from schedules.sparse.selection import _compiled_block_counter, _structure_stats
 from schedules.sparse.timed_choice import _interleaved_runs
@@ -101,3 +101,22 @@ def test_timed_rounds_stop_once_settled_but_not_before_the_minimum():
     assert [len(t) for t in runs.values()] == [3, 3] and exes["a"].calls == 3
     runs = _interleaved_runs(exes, B, 5, min_rounds=3, settled=lambda r: False)
     assert [len(t) for t in runs.values()] == [5, 5]
+
+
+@needs_cc
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 300), density=st.floats(0.0, 0.2), extra=st.integers(0, 3), seed=st.integers(0, 50),
+       f64=st.booleans())
+def test_compiled_ell_equals_the_numpy_scatter(m, density, extra, seed, f64):
+    """The compiled ELL fill (row copies, pads in the row's last column) gives the numpy scatter's
+    arrays, empty rows and float32/float64 included, and the SpMV equals scipy's."""
+    A = canonical_csr(sp.random_array((m, m + 3), density=density, random_state=seed, format="csr"),
+                      dtype="float64" if f64 else "float32")
+    width = int(np.diff(A.indptr).max(initial=0)) + extra + 1
+    col, data = _ell_rows(A, width)
+    want_col, want_data = _ell_rows(A, width, keep=np.ones(A.nnz, dtype=bool))  # the numpy path
+    np.testing.assert_array_equal(col, want_col)
+    np.testing.assert_array_equal(data, want_data)
+    e = to_ell(A, width)
+    x = np.random.default_rng(seed).standard_normal(m + 3)
+    np.testing.assert_allclose((e.data * x[e.col]).sum(axis=1), A @ x, rtol=1e-5, atol=1e-6)

@@ -271,7 +271,7 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None, check_finite: 
     if csr.nnz == 0:
         return BCSR(tuple(csr.shape), R, C, _zeros(n_br + 1, _INDEX), _zeros(0, _INDEX),
                     _zeros((0, R, C), csr.data.dtype))
-    native = _bcsr_native(csr, R)
+    native = _native_helpers(csr, R)
     if native is not None:
         return _bcsr_merge(native, csr, R, C)
     return _bcsr_scipy(csr, R, C)
@@ -283,9 +283,10 @@ BCSR_THREADED_NNZ = 200_000
 _MAX_NATIVE_R = 64  # tvmext_inspect.c's MAX_R (the fill's merge heads)
 
 
-def _bcsr_native(csr: sp.csr_array, R: int):
-    """The compiled block-row merge (``csrc/tvmext_inspect.c``), or None where it does not apply
-    (no C compiler, a value dtype other than float32/float64, 64-bit indices, R > 64)."""
+def _native_helpers(csr: sp.csr_array, R: int = 1):
+    """The compiled inspector helpers (``csrc/tvmext_inspect.c``: the BCSR block-row merge, the
+    ELL fill), or None where they do not apply (no C compiler, a value dtype other than
+    float32/float64, 64-bit indices, R > 64)."""
     from schedules.sparse.native import inspect_helpers
 
     if csr.data.dtype not in (np.float32, np.float64) or R > _MAX_NATIVE_R:
@@ -403,6 +404,9 @@ def _ell_rows(csr: sp.csr_array, width: int, keep: np.ndarray | None = None) -> 
     ``keep`` (a mask over the non-zeros) restricts the entries (HYB's ``j < W``).
     """
     m = csr.shape[0]
+    native = _native_helpers(csr) if keep is None else None
+    if native is not None:
+        return _ell_fill(native, csr, width)
     last = _last_cols(csr)
     data = _zeros((m, width), csr.data.dtype)
     col = empty_aligned((m, width), _INDEX)
@@ -414,6 +418,20 @@ def _ell_rows(csr: sp.csr_array, width: int, keep: np.ndarray | None = None) -> 
         idx, vals, cols = idx[keep], vals[keep], cols[keep]
     data.reshape(-1)[idx] = vals
     col.reshape(-1)[idx] = cols
+    return col, data
+
+
+def _ell_fill(lib, csr: sp.csr_array, width: int) -> tuple[np.ndarray, np.ndarray]:
+    """Row-major ELL col/data by the compiled row copy (``tvmext_ell_fill_*``), row ranges on the
+    host's threads: the arrays :func:`_ell_rows`' numpy scatter gives, each slot written once."""
+    m = csr.shape[0]
+    col = empty_aligned((m, width), _INDEX)
+    data = empty_aligned((m, width), csr.data.dtype)
+    fill = lib.tvmext_ell_fill_f32 if csr.data.dtype == np.float32 else lib.tvmext_ell_fill_f64
+    indptr, indices, values = csr.indptr, csr.indices, csr.data
+    on_threads([lambda a=a, b=b: fill(width, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data, a, b,
+                                       col.ctypes.data, data.ctypes.data)
+                for a, b in row_ranges(csr)])
     return col, data
 
 

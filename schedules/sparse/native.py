@@ -59,7 +59,7 @@ def load_native(source: str, *, user: str = "the point-to-point executor",
 
 def inspect_helpers() -> ctypes.CDLL | None:
     """The compiled inspector helpers (``csrc/tvmext_inspect.c``: the BCSR block-row passes,
-    the occupied-diagonal marks, the sampled block counts), argument types set; None without a
+    the row-major ELL fill, the occupied-diagonal marks, the sampled block counts), argument types set; None without a
     C compiler (the callers then use their numpy/scipy paths).
 
     >>> lib = inspect_helpers()
@@ -84,7 +84,10 @@ def inspect_helpers() -> ctypes.CDLL | None:
             lib.tvmext_mark_diagonals.restype = i64  # diagonals marked first (stops past the limit)
             lib.tvmext_sampled_block_counts.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, ptr, i32, ptr]
             lib.tvmext_sampled_block_counts.restype = ctypes.c_int  # 0, or -1 without memory for its marks
-            for fn in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64):
+            for fn in (lib.tvmext_ell_fill_f32, lib.tvmext_ell_fill_f64):
+                fn.argtypes = [i32, ptr, ptr, ptr, i64, i64, ptr, ptr]
+            for fn in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64, lib.tvmext_ell_fill_f32,
+                       lib.tvmext_ell_fill_f64):
                 fn.restype = None
             lib._tvmext_typed = True
     return lib

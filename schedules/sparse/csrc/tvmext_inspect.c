@@ -310,3 +310,26 @@ int tvmext_sampled_block_counts(int32_t R, int32_t M, int32_t K, const int64_t *
     free(same);
     return 0;
 }
+
+/* Row-major ELL of width W for rows [r0, r1) (Fig. 5.6's compact-and-pad: entry j of row i at
+ * [i, j - indptr[i]]): each row's columns and values copied, its pad slots given the row's last
+ * column (0 for an empty row) and a zero value, so a pad reads a B row the row already reads. */
+#define ELL_IMPL(NAME, T)                                                                         \
+void NAME(int32_t W, const int32_t *indptr, const int32_t *indices, const T *values, int64_t r0,  \
+          int64_t r1, int32_t *col, T *data) {                                                    \
+    for (int64_t i = r0; i < r1; ++i) {                                                           \
+        int64_t p = indptr[i], n = indptr[i + 1] - p;                                             \
+        int32_t *c = col + i * (int64_t)W;                                                        \
+        T *d = data + i * (int64_t)W;                                                             \
+        memcpy(c, indices + p, (size_t)n * sizeof(int32_t));                                      \
+        memcpy(d, values + p, (size_t)n * sizeof(T));                                             \
+        int32_t pad = n > 0 ? indices[p + n - 1] : 0;                                             \
+        for (int64_t j = n; j < W; ++j) {                                                         \
+            c[j] = pad;                                                                           \
+            d[j] = 0;                                                                             \
+        }                                                                                         \
+    }                                                                                             \
+}
+
+ELL_IMPL(tvmext_ell_fill_f32, float)
+ELL_IMPL(tvmext_ell_fill_f64, double)
