@@ -30,6 +30,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tvm_ext.compile_steps.depthwise_schedule import _ints
 from tvm_ext.compile_steps.tile_sizes import largest_divisor
 
 __all__ = ["pixel_tile", "pointwise_block", "separable_pairs", "merge_pairs", "separable_schedule",
@@ -50,13 +51,6 @@ def pixel_tile(width: int, registers: int, vectors: int) -> int:
     """
     room = max(1, (registers - vectors - 1) // vectors)
     return largest_divisor(width, room)
-
-
-def _ints(xs) -> list[int] | None:
-    try:
-        return [int(v) for v in xs]
-    except (TypeError, ValueError):
-        return None
 
 
 def pointwise_block(sch) -> Any | None:

@@ -63,17 +63,21 @@ INLINE int32_t *new_marks(int32_t K, int32_t C) {
 /* The rows of block row ib when they all have the first row's columns (one sparsity pattern,
  * as the unknowns of one node of a FEM mesh have; a single row always does), else 0.  Its
  * blocks are then the runs of one block column in the first row, and the fill copies the
- * rows' values run by run with no merge. */
-INLINE int32_t same_pattern(int32_t R, int32_t M, const int32_t *indptr, const int32_t *indices,
-                            int64_t ib) {
-    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;
-    int64_t len = indptr[i0 + 1] - indptr[i0];
-    const int32_t *first = indices + indptr[i0];
-    for (int64_t i = i0 + 1; i < i1; ++i)
-        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0)
-            return 0;
-    return (int32_t)(i1 - i0);
+ * rows' values run by run with no merge.  One copy per row-pointer width: same_pattern for the
+ * inspectors' int32 pointers, same_pattern64 for the sampled count's int64 ones. */
+#define SAME_PATTERN_IMPL(NAME, IDX)                                                              \
+INLINE int32_t NAME(int32_t R, int32_t M, const IDX *indptr, const int32_t *indices, int64_t ib) { \
+    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;                                            \
+    int64_t len = indptr[i0 + 1] - indptr[i0];                                                    \
+    const int32_t *first = indices + indptr[i0];                                                  \
+    for (int64_t i = i0 + 1; i < i1; ++i)                                                         \
+        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0) \
+            return 0;                                                                             \
+    return (int32_t)(i1 - i0);                                                                    \
 }
+
+SAME_PATTERN_IMPL(same_pattern, int32_t)
+SAME_PATTERN_IMPL(same_pattern64, int64_t)
 
 /* The distinct block columns of block row ib: one pass over its non-zeros.  A row's columns
  * are sorted, so a non-zero in the same block column as the one before it adds nothing: with
@@ -266,18 +270,6 @@ int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *i
         out[w * n + p] = cnt;                                                                     \
     }
 
-/* same_pattern for 64-bit row pointers (the sampled count's). */
-INLINE int32_t same_pattern64(int32_t R, int32_t M, const int64_t *indptr, const int32_t *indices,
-                              int64_t ib) {
-    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;
-    int64_t len = indptr[i0 + 1] - indptr[i0];
-    const int32_t *first = indices + indptr[i0];
-    for (int64_t i = i0 + 1; i < i1; ++i)
-        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0)
-            return 0;
-    return 1;
-}
-
 int tvmext_sampled_block_counts(int32_t R, int32_t M, int32_t K, const int64_t *indptr,
                                 const int32_t *indices, const int64_t *picked, int64_t n,
                                 const int32_t *widths, int32_t nw, int64_t *out) {
@@ -288,7 +280,7 @@ int tvmext_sampled_block_counts(int32_t R, int32_t M, int32_t K, const int64_t *
         free(same);
         return -1;
     }
-    for (int64_t p = 0; p < n; ++p) same[p] = (uint8_t)same_pattern64(R, M, indptr, indices, picked[p]);
+    for (int64_t p = 0; p < n; ++p) same[p] = same_pattern64(R, M, indptr, indices, picked[p]) != 0;
     int64_t base = 0;
     for (int32_t w = 0; w < nw; ++w, base += n) {
         if (base + n >= INT32_MAX) {  /* tags would wrap: start the marks afresh */
