@@ -14,21 +14,12 @@ from schedules.sparse.recipes.library import bcsr_recipe, csb_recipe, sdia_recip
 from schedules.sparse.recipes.recipe import Recipe
 from schedules.sparse.recipes.steps import CompactAndPad, MakeDense, Project
 from tvm_ext.errors import InputError, ScheduleError
+from sparse_helpers import random_csr_with_empty_row as _matrix
 
 #: Recipes with knobs that make tiles not divide the matrix, besides the library defaults.
 _VARIANTS = {"bcsr3x2": lambda: bcsr_recipe(3, 2), "csb5": lambda: csb_recipe(5), "sdia3": lambda: sdia_recipe(3),
              "sell4x8": lambda: sell_recipe(4, 8)}
 _ALL = {**{n: f for n, f in RECIPES.items()}, **_VARIANTS}
-
-
-def _matrix(m: int, k: int, density: float, seed: int, dtype=np.float32) -> sp.csr_array:
-    A = sp.random(m, k, density, format="csr", dtype=dtype, random_state=seed)
-    if m > 2:                      # an empty row in the middle
-        A = A.tolil()
-        A[m // 2, :] = 0
-        A = sp.csr_array(A.tocsr())
-    A.eliminate_zeros()
-    return sp.csr_array(A)
 
 
 def _same_format(a, b) -> None:

@@ -13,16 +13,7 @@ from schedules.sparse.recipes.sgd import build_sgd, sgd_blkdiag_recipe, sgd_diag
 from schedules.sparse.recipes.steps import (Compact, CompactAndPad, MakeDense, Normalize, Permute,
                                             Project, Skew, Tile)
 from tvm_ext.errors import ScheduleError, TvmExtError
-
-
-def _matrix(m: int, k: int, density: float, seed: int, dtype=np.float32) -> sp.csr_array:
-    A = sp.random(m, k, density, format="csr", dtype=dtype, random_state=seed)
-    if m > 2:                      # an empty row in the middle
-        A = A.tolil()
-        A[m // 2, :] = 0
-        A = sp.csr_array(A.tocsr())
-    A.eliminate_zeros()
-    return A
+from sparse_helpers import random_csr_with_empty_row as _matrix
 
 
 def _check(name: str, A: sp.csr_array, n: int, kind: str, seed: int = 0, parallel=None):
