@@ -86,21 +86,25 @@ def measure_candidates(funcs: dict[str, Any], target) -> dict[str, float]:
     (not ``min_repeat_ms`` averages, which fold such pauses in) interleaved across the
     candidates give each the same chances of a quiet run, and the minimum keeps one.
     """
+    return alternating_best({tag: kernel_timer(tag, func, target) for tag, func in funcs.items()})
+
+
+def kernel_timer(tag: str, func: Any, target: Any) -> Callable[[], float]:
+    """A callable timing one run of candidate PrimFunc ``func`` (built through the kernel cache under
+    ``tag``) on random arguments: the fastest of ``MEASURE_RUNS`` single runs, in seconds.
+
+    No separate warm-up: a round's time is the fastest of its runs, so first-touch page faults and
+    cold caches fall on a run that is not kept.
+    """
     import tvm
 
     from tvm_ext.kernel_cache import get_or_build
 
-    timers: dict[str, Any] = {}
-    for tag, func in funcs.items():
-        func = func.with_attr("global_symbol", "main")
-        key = ("tvm_ext.compile.candidate", tag, str(tvm_ffi_hash(func)))
-        mod = get_or_build(key, lambda func=func: func, target)
-        args = _random_args(func)
-        # no separate warm-up: a round's time is the fastest of its runs, so first-touch page faults
-        # and cold caches fall on a run that is not kept
-        timers[tag] = (mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=MEASURE_RUNS, min_repeat_ms=0), args)
-    return alternating_best({tag: (lambda e=evaluator, a=args: float(min(e(*a).results)))
-                             for tag, (evaluator, args) in timers.items()})
+    func = func.with_attr("global_symbol", "main")
+    mod = get_or_build(("tvm_ext.compile.candidate", tag, str(tvm_ffi_hash(func))), lambda: func, target)
+    evaluator = mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=MEASURE_RUNS, min_repeat_ms=0)
+    args = _random_args(func)
+    return lambda: float(min(evaluator(*args).results))
 
 
 def alternating_best(runs: dict[str, Callable[[], float]], rounds: int = MEASURE_ROUNDS,

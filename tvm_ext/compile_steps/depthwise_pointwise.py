@@ -365,25 +365,12 @@ def _schedule_depthwise_row(sch, dw_name: str, row_name: str, rows, mid_shape: l
 def _time_fused_and_separate(fused, depthwise, pointwise, target) -> dict[str, float]:
     """Seconds per call of the merged kernel and of the two kernels run one after the other, taken in
     alternating rounds of single runs (:func:`.candidate_timing.alternating_best`, nothing dropped)."""
-    import tvm
+    from tvm_ext.compile_steps.candidate_timing import alternating_best, kernel_timer
 
-    from tvm_ext.compile_steps.candidate_timing import _random_args, alternating_best, tvm_ffi_hash
-    from tvm_ext.kernel_cache import get_or_build
-
-    runs = {}
-    for tag, func in (("fused", fused), ("depthwise", depthwise), ("pointwise", pointwise)):
-        func = func.with_attr("global_symbol", "main")
-        mod = get_or_build(("tvm_ext.compile.candidate", tag, str(tvm_ffi_hash(func))), lambda f=func: f, target)
-        runs[tag] = (mod.time_evaluator("main", tvm.cpu(0), number=1, repeat=3, min_repeat_ms=0), _random_args(func))
-
-    def once(tag):
-        evaluator, args = runs[tag]
-        return float(min(evaluator(*args).results))
-
-    best = alternating_best({"fused": lambda: once("fused"),
-                             "separate": lambda: once("depthwise") + once("pointwise")},
+    fused_run, dw_run, pw_run = (kernel_timer(tag, func, target) for tag, func in
+                                 (("fused", fused), ("depthwise", depthwise), ("pointwise", pointwise)))
+    return alternating_best({"fused": fused_run, "separate": lambda: dw_run() + pw_run()},
                             drop_factor=float("inf"))
-    return best
 
 
 def FuseSeparableBlocks(tensorize: str = "measure", target: Any = None, *, measure: bool = True):  # noqa: N802
