@@ -53,10 +53,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from schedules.sparse.level_sets import LevelSchedule, schedule_of_canonical
-from schedules.sparse.triangular import (
-    BACKWARD, FORWARD, SweepExecutor, _check_dtype, check_vector, executor_segments,
-    wrap,
-)
+from schedules.sparse.row_sweep import _check_dtype, wrap
+from schedules.sparse.triangular import BACKWARD, FORWARD, SweepExecutor, check_vector, executor_segments
 from tvm_ext.errors import InputError
 from tvm_ext.workloads import canonical_csr
 from tvm_ext.zero_copy import empty_aligned

@@ -62,9 +62,8 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from schedules.sparse.triangular import (
-    SYMMETRIC, GaussSeidel, _check_dtype, check_vector, sweep_kernel,
-)
+from schedules.sparse.row_sweep import _check_dtype
+from schedules.sparse.triangular import SYMMETRIC, GaussSeidel, check_vector, sweep_kernel
 from tvm_ext.errors import ConvergenceError, InputError
 from tvm_ext.workloads import canonical_csr
 

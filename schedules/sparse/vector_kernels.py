@@ -108,7 +108,7 @@ def vector_funcs(dtype: str = "float64"):
     import tvm
     from tvm.script import tirx as T
 
-    from schedules.sparse.triangular import _check_dtype
+    from schedules.sparse.row_sweep import _check_dtype
 
     name = _check_dtype(dtype, "vector_funcs")
     src = _SOURCE.replace("DTS", f"T.{name}").replace("DT", repr(name))
@@ -131,7 +131,7 @@ class VectorKernels:
     def __init__(self, dtype: str = "float64", target: Any = None):
         import tvm
 
-        from schedules.sparse.triangular import _check_dtype
+        from schedules.sparse.row_sweep import _check_dtype
         from tvm_ext.kernel_cache import get_or_build
         from tvm_ext.target import num_threads
 
