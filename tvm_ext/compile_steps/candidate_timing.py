@@ -10,14 +10,10 @@ from typing import Any, Callable
 
 import numpy as np
 
+from tvm_ext.compile_steps.block_queries import param_buffers
+
 __all__ = ["measure_candidates", "alternating_best", "param_buffers", "prepacked_compute", "tvm_ffi_hash",
            "MEASURE_ROUNDS", "MEASURE_RUNS", "MEASURE_DROP_FACTOR"]
-
-
-def param_buffers(func) -> list:
-    """The buffers of a PrimFunc's parameters (TVM 0.27 params are buffers; older TVM maps handles)."""
-    bmap = getattr(func, "buffer_map", None)
-    return [bmap[p] if bmap else p for p in func.params]
 
 
 def prepacked_compute(func, target) -> Any:

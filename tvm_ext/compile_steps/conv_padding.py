@@ -99,7 +99,8 @@ def padded_per_thread(sch, threads: int, planned: set[str], emitted: list[str]) 
     given the default schedule (blocks inside it are the micro-kernel's own)."""
     from tvm import s_tir
 
-    from tvm_ext.compile_steps.llvm_schedule import _root_blocks, default_schedule
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
+    from tvm_ext.compile_steps.default_schedule import default_schedule
 
     func, moved = pad_per_thread(sch.mod["main"], threads)
     if not moved:

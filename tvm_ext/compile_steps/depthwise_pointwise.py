@@ -56,7 +56,9 @@ def pixel_tile(width: int, registers: int, vectors: int) -> int:
 def pointwise_block(sch) -> Any | None:
     """The block of ``sch`` that is an NHWC 1x1 convolution (one reduction block whose reduction
     runs over the input's channels only, extent-1 window loops allowed), or None."""
-    from tvm_ext.compile_steps.llvm_schedule import _extent, _iter_kinds, _root_blocks
+    from tvm_ext.compile_steps.block_queries import extent as _extent
+    from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 
     reductions = [b for b in _root_blocks(sch) if "R" in _iter_kinds(sch, b)]
     if len(reductions) != 1:
@@ -231,7 +233,8 @@ def separable_schedule(func, lanes: int, registers: int):
     """
     from tvm import s_tir
 
-    from tvm_ext.compile_steps.llvm_schedule import _iter_kinds, _root_blocks
+    from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 
     if func is None:
         return None
@@ -266,7 +269,7 @@ def separable_schedule(func, lanes: int, registers: int):
 
 def _inline_around_the_pair(sch, names: list[str], i_dw: int, i_pw: int) -> str | None:
     """Inline the padding, the copies and the epilogue around the pair; the depthwise row's block name."""
-    from tvm_ext.compile_steps.llvm_schedule import _is_copy
+    from tvm_ext.compile_steps.block_queries import is_copy as _is_copy
 
     for n in names[:i_dw]:  # the padding
         sch.compute_inline(sch.get_sblock(n))

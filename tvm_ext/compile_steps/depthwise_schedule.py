@@ -51,7 +51,9 @@ def depthwise_block(sch) -> Any | None:
     Structural test: the only reduction block writes a 4-D output ``(N, H, W, C)``, reads a
     weight ``(C, KH, KW, 1)`` indexed by the output channel, and its reduction loops are the
     window (``KH``, ``KW`` and an extent-1 channel loop at most)."""
-    from tvm_ext.compile_steps.llvm_schedule import _extent, _iter_kinds, _root_blocks
+    from tvm_ext.compile_steps.block_queries import extent as _extent
+    from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 
     reductions = [b for b in _root_blocks(sch) if "R" in _iter_kinds(sch, b)]
     if len(reductions) != 1:
@@ -91,7 +93,8 @@ def depthwise_schedule(func, lanes: int, registers: int = 16):
     """
     from tvm import s_tir
 
-    from tvm_ext.compile_steps.llvm_schedule import _root_blocks, _parallel_min_work
+    from tvm_ext.compile_steps.block_queries import parallel_min_work as _parallel_min_work
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 
     if func is None:
         return None

@@ -106,7 +106,8 @@ def gemv_shape(sch, block) -> GemvShape | None:
     and an input indexed by the reduction variable on its last axis."""
     from tvm.tirx.stmt import BufferStore
 
-    from tvm_ext.compile_steps.llvm_schedule import _extent, _iter_kinds
+    from tvm_ext.compile_steps.block_queries import extent as _extent
+    from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds
 
     kinds = _iter_kinds(sch, block)
     if len(kinds) < 2 or kinds[-1] != "R" or any(k != "S" for k in kinds[:-1]):
@@ -203,7 +204,8 @@ def gemv_schedule(func, lanes: int, registers: int = 16, threads: int = 2, unrol
     """
     from tvm import s_tir
 
-    from tvm_ext.compile_steps.llvm_schedule import _iter_kinds, _root_blocks
+    from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 
     if func is None:
         return None

@@ -112,7 +112,7 @@ def gru_layer_primfunc(batch: int, hidden: int, steps: int, cells: int, dtype: s
         from tvm_ext.target import hardware_facts
 
         tasks = hardware_facts().cores
-    from tvm_ext.compile_steps.llvm_schedule import PARALLEL_MIN_WORK
+    from tvm_ext.compile_steps.block_queries import PARALLEL_MIN_WORK
 
     parallel = B * G * H >= PARALLEL_MIN_WORK  # a step's GEMV worth a thread's wake-up and a barrier
     P = layer_tasks(E, int(tasks)) if parallel else 1

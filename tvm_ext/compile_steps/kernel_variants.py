@@ -74,7 +74,8 @@ def _reduction_operand_bytes(func) -> int | None:
     """
     from tvm import s_tir
 
-    from tvm_ext.compile_steps.llvm_schedule import _iter_kinds, _root_blocks
+    from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds
+    from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 
     sch = s_tir.Schedule(func)
     for b in _root_blocks(sch):

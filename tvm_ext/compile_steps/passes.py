@@ -374,11 +374,12 @@ class DefaultSchedule(ScheduleRule):
     cache-tiled (:mod:`.llvm_schedule`); always applies."""
 
     def apply(self, func, name: str, target, declined=None):
-        from tvm_ext.compile_steps.llvm_schedule import KernelSchedule, _default_all
+        from tvm_ext.compile_steps.default_schedule import default_all
+        from tvm_ext.compile_steps.llvm_schedule import KernelSchedule
 
         how = KernelSchedule(name, "default", declined.detail if declined else "",
                              declined.reason if declined else "", dict(declined.candidates) if declined else {})
-        return _default_all(func).mod["main"].with_attr("tirx.is_scheduled", True), how
+        return default_all(func).mod["main"].with_attr("tirx.is_scheduled", True), how
 
 
 def ApplyScheduleRules(*rules: ScheduleRule, target: Any = None,  # noqa: N802

@@ -51,7 +51,7 @@ def mark_weight_packing(func) -> tuple[Any, list[str]]:
 
     TvmScheduleError = schedule_refusals()
 
-    from tvm_ext.compile_steps.candidate_timing import param_buffers
+    from tvm_ext.compile_steps.block_queries import param_buffers
 
     params = {b.name for b in param_buffers(func)}
     sch = s_tir.Schedule(func)
