@@ -101,8 +101,21 @@ def feasible_candidates(features: dict, n_cols: int) -> tuple[list, dict]:
 
 
 def matrix_features(f: dict, n_cols: int) -> dict[str, float]:
-    """Numeric features of a matrix (from :func:`sparse_features_of`) and ``N``."""
+    """Numeric features of a matrix (from :func:`sparse_features_of`) and ``N``.
+
+    ``b_bytes_log2`` prices ``B`` at the features' value dtype (``dtype``: 4 bytes a float32
+    value, 8 a float64 one; features without the key, as a corpus saved before the
+    features named their dtype, are float32, the corpus's dtype).
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> f32 = matrix_features(sparse_features_of(lap2d(8).astype("float32")), 4)["b_bytes_log2"]
+    >>> matrix_features(sparse_features_of(lap2d(8)), 4)["b_bytes_log2"] - f32  # float64: twice the bytes
+    1.0
+    """
+    from schedules.sparse.selection import value_bytes_of
+
     m, k, nnz = max(f["rows"], 1), max(f["cols"], 1), max(f["nnz"], 1)
+    value_bytes = value_bytes_of(f.get("dtype", "float32"))
     rl = f["row_length"]
     mean = max(rl["mean"], 1e-9)
     out = {
@@ -111,7 +124,7 @@ def matrix_features(f: dict, n_cols: int) -> dict[str, float]:
         "row_max_over_mean": rl["max"] / mean, "empty_frac": rl["empty_rows"] / m,
         "band_frac": f["bandwidth"] / m, "log2_diagonals": math.log2(max(f["diagonals"], 1)),
         "dia_fill": f["dia_fill"], "ell_fill": f["ell_fill"], "density_log": math.log10(max(f["density"], 1e-12)),
-        "b_bytes_log2": math.log2(k * max(int(n_cols), 1) * 4),
+        "b_bytes_log2": math.log2(k * max(int(n_cols), 1) * value_bytes),
     }
     for r, c in BLOCKS:
         out[f"fill_{r}x{c}"] = float(f["block_fill"].get(f"{r}x{c}", 0.0))
