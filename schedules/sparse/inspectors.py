@@ -37,8 +37,10 @@ bcsr: make_dense() -> tile(i, 2) -> tile(k, 2) -> permute([ii, kk, i, k]) -> com
 """
 from __future__ import annotations
 
+import os
 import threading
-from typing import Any, Callable
+from contextlib import contextmanager
+from typing import Any, Callable, Iterator
 
 import numpy as np
 import scipy.sparse as sp
@@ -296,13 +298,47 @@ def _native_helpers(csr: sp.csr_array, R: int = 1):
     return inspect_helpers()
 
 
-def row_ranges(csr: sp.csr_array, R: int = 1) -> list[tuple[int, int]]:
-    """Ranges of block rows of ``R`` rows with about equal non-zeros, one per host thread
-    (one range below :data:`BCSR_THREADED_NNZ` non-zeros): the split of the compiled helpers."""
+_THREAD_CAP = threading.local()
+
+
+@contextmanager
+def inspector_threads(threads: int) -> Iterator[None]:
+    """Cap the compiled inspectors' threads (:func:`row_ranges`) on this thread to ``threads``
+    (at least 1) inside the ``with`` block: :func:`~schedules.sparse.plan.inspect` builds a
+    format on a thread of its own while its main thread builds the timed candidates, and the
+    two together must not ask for more threads than there are cores.
+
+    >>> import scipy.sparse as sp
+    >>> with inspector_threads(1):
+    ...     len(row_ranges(sp.random(1000, 1000, density=0.3, format="csr")))
+    1
+    """
+    before = getattr(_THREAD_CAP, "threads", None)
+    _THREAD_CAP.threads = max(int(threads), 1)
+    try:
+        yield
+    finally:
+        _THREAD_CAP.threads = before
+
+
+def host_threads() -> int:
+    """Threads the compiled inspectors may use on this thread: TVM's thread count
+    (:func:`~tvm_ext.target.num_threads`), at most the cores this process may run on, and at
+    most the cap of an enclosing :func:`inspector_threads`."""
     from tvm_ext.target import num_threads
 
+    cap = getattr(_THREAD_CAP, "threads", None)
+    threads = min(num_threads(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
+                  else (os.cpu_count() or 1))
+    return max(min(threads, cap) if cap is not None else threads, 1)
+
+
+def row_ranges(csr: sp.csr_array, R: int = 1) -> list[tuple[int, int]]:
+    """Ranges of block rows of ``R`` rows with about equal non-zeros, one per inspector thread
+    (:func:`host_threads`; one range below :data:`BCSR_THREADED_NNZ` non-zeros): the split of
+    the compiled helpers."""
     n_br = -(-csr.shape[0] // R)
-    threads = min(num_threads(), n_br) if csr.nnz >= BCSR_THREADED_NNZ else 1
+    threads = min(host_threads(), n_br) if csr.nnz >= BCSR_THREADED_NNZ else 1
     if threads <= 1:
         return [(0, n_br)]
     starts = csr.indptr[::R]  # non-zeros before each block row

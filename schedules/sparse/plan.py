@@ -28,7 +28,7 @@ from typing import Any
 import numpy as np
 
 from schedules.sparse.formats import SparseFormat
-from schedules.sparse.inspectors import INSPECTORS
+from schedules.sparse.inspectors import INSPECTORS, host_threads, inspector_threads
 from schedules.sparse.selection import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION, Candidate, Choice,
                                         Selector, select_format, sparse_features)
 from schedules.sparse.timed_choice import measure_close_candidates
@@ -166,29 +166,47 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
                 features_seconds=t_feats)
 
 
+_EARLY_WORKER: dict[str, Any] = {"executor": None}
+_EARLY_LOCK = threading.Lock()
+
+
+def _early_worker():
+    """The one thread kept for the process that runs :class:`_EarlyFormat`'s inspectors (not the
+    inspectors' pool, whose workers they use): handing work to a parked thread costs a wake-up,
+    where starting a thread per inspect waits until the OS first runs it (milliseconds on a
+    loaded machine)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with _EARLY_LOCK:
+        if _EARLY_WORKER["executor"] is None:
+            _EARLY_WORKER["executor"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvmext-early-format")
+        return _EARLY_WORKER["executor"]
+
+
 class _EarlyFormat:
-    """``candidate``'s inspector on ``csr``, run on a thread of its own (not the inspectors'
-    pool, whose workers it uses) from construction; :meth:`wait` joins it, :meth:`result`
-    returns the format or raises what the inspector raised."""
+    """``candidate``'s inspector on ``csr``, run on the early-format worker (:func:`_early_worker`)
+    from construction; :meth:`wait` waits for it, :meth:`result` returns the format or raises
+    what the inspector raised."""
 
     def __init__(self, csr: Any, candidate: Candidate):
         self.candidate = candidate
         self._fmt: SparseFormat | None = None
         self._error: BaseException | None = None
         self.seconds = 0.0  # the inspector's own time, once it finished
-        self._thread = threading.Thread(target=self._run, args=(csr,), name="tvmext-early-format", daemon=True)
-        self._thread.start()
+        self._future = _early_worker().submit(self._run, csr)
 
     def _run(self, csr: Any) -> None:
         t0 = time.perf_counter()
         try:
-            self._fmt = INSPECTORS[self.candidate.format](csr, **self.candidate.args, check_finite=False)
+            # the calling thread builds the timed candidates meanwhile: it keeps one core
+            with inspector_threads(max(host_threads() - 1, 1)):
+                self._fmt = INSPECTORS[self.candidate.format](csr, **self.candidate.args, check_finite=False)
         except BaseException as err:  # handed to the caller by result()
             self._error = err
         self.seconds = time.perf_counter() - t0
 
     def wait(self) -> None:
-        self._thread.join()
+        self._future.result()  # _run keeps the inspector's error for result()
 
     def result(self) -> SparseFormat:
         self.wait()
