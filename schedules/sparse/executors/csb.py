@@ -1,27 +1,27 @@
-"""CSB executors: A @ B and A.T @ B from one store (Venkat 2016 §6.1, CSB SpMM/SpMM^T for LOBPCG).
+"""CSB executors, generated from the CSB recipe (make-dense, tile rows and columns by beta,
+block-major, compact each block's entries: :func:`~schedules.sparse.recipes.library.csb_recipe`;
+Venkat 2016 §6.1, CSB SpMM and SpMM^T from one store, as LOBPCG needs).
 
-The beta x beta blocks are stored block-row-major.  Three kernels, all
-conflict-free without atomics:
+The container (:class:`~schedules.sparse.formats.CSB`) binds the recipe's nest as it is
+stored: ``blk_ptr`` is the compaction's offset array, ``row_off``/``col_off`` its explicit
+in-block ``i`` and ``l`` (``uint16``: the nest reads them through
+:func:`~schedules.sparse.recipes.nest.with_index_dtypes`, widened in TIR, no copies),
+``data`` its value copy.  The scatter schedule (:mod:`schedules.sparse.recipes.scatter`)
+gives three products, all conflict-free without atomics:
 
-* ``A @ B`` parallel over **block rows**: a thread owns the output rows of
-  its block rows, scales them (``beta * C_in``) and scatters
-  ``alpha * a * B[col]`` into them;
-* ``A.T @ B`` parallel over **block columns**: a thread owns the output rows
-  of its block columns (the block column's entries are found through
-  ``blk_ptr[ii * KB + ll]``);
-* ``symmetric_half`` (only the lower triangle L, with its diagonal D, is
-  stored): ``A @ B = L @ B + (L - D).T @ B`` in two passes -- the block-row
-  pass for ``L``, then the block-column pass for the strict transpose part
-  (diagonal entries skipped), accumulating into the same ``C``.  Each pass
-  is race-free on its own and the passes are separated by the parallel
-  region's join.
+* ``A @ B``: parallel over parts of block rows of about equal entries; each block row
+  scales the output rows it owns, then sums each row's run in a block in registers;
+* ``A.T @ B`` (``transpose=True``): the transposed nest, parallel over block columns;
+* ``symmetric_half`` (only the lower triangle ``L`` with its diagonal ``D`` stored):
+  ``A @ B = L @ B + (L - D).T @ B``, the block-row pass then the block-column pass
+  (diagonal skipped) adding into the same ``C``.
 
-Block-grid sizes (``mb``, ``kb``) and ``beta`` are runtime int32 scalars, so
-one kernel serves every block size.
+The block size beta is the recipe's parameter, a compile-time constant of the kernel: the
+kernel cache is keyed on it (one kernel per beta, dtype, kind and product).
 
->>> f = csb_spmm_primfunc(CSBParams(lanes=16, unroll=1), "float32", symmetric_half=True)
->>> [str(v.name) for v in f.params][-5:]
-['mb', 'kb', 'bs', 'alpha', 'beta']
+>>> f = csb_spmm_primfunc(CSBParams(lanes=16, unroll=1), "float32", symmetric_half=True, block_size=64)
+>>> [b.name for b in f.params[:6]], str(f.params[1].dtype)
+(['offset', 'explicit_i', 'explicit_l', 'a_data', 'part0', 'part1'], 'uint16')
 """
 from __future__ import annotations
 
@@ -31,17 +31,17 @@ import numpy as np
 
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
-from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers,
-                                                parallel_items, parse_prim_func, prim_func_source)
-from schedules.sparse.executors.partition import balanced_parts
-from schedules.sparse.executors.spec import ExecParams, FormatKernels
-from schedules.sparse.executors.tiles import column_tiers, emit_scale_loops, emit_update_loops
+from schedules.sparse.executors.spec import ExecParams
+from schedules.sparse.recipes.container import ContainerKernels
+from schedules.sparse.recipes.nest import BufferRole, Role
 from tvm_ext.errors import InputError, ShapeError
 
-__all__ = ["CSBParams", "CSBKernels", "csb_spmm_primfunc", "csb_spmv_primfunc", "csb_source"]
+__all__ = ["CSBParams", "CSBKernels", "csb_spmm_primfunc", "csb_spmv_primfunc", "csb_op", "entry_coords"]
 
-_ROW = 'T.Cast("int32", row_off[p])'
-_COL = 'T.Cast("int32", col_off[p])'
+#: How the container stores the in-block offsets (the recipe's explicit ``i`` and ``l``).
+OFFSET_DTYPE = "uint16"
+#: Primfuncs and part kinds by (recipe key, dtype, kind, product, knobs).
+_KERNELS: dict = {}
 
 
 @dataclass(frozen=True)
@@ -51,101 +51,84 @@ class CSBParams(ExecParams):
     belongs to the format."""
 
 
-def _emit_row_pass(code: Code, params: ExecParams, dtype: str, tiers) -> None:
-    """Block-row-parallel ``C = beta*C + alpha*A@B`` (A as stored)."""
-    with parallel_items(code, "ib", "mb", params.parallel, part="part_r", count="NPR"):
-        with code.block('with T.sblock("block_row"):'):
-            code("vb = T.axis.spatial(mb, ib)")
-            with code.block("for i in range(vb * bs, T.min(vb * bs + bs, M)):"):
-                emit_scale_loops(code, tiers=tiers, dtype=dtype, row="i")
-            with code.block("for ll in range(kb):"):
-                with code.block("for p in range(blk_ptr[vb * kb + ll], blk_ptr[vb * kb + ll + 1]):"):
-                    emit_update_loops(code, tiers=tiers, out_row=f"vb * bs + {_ROW}",
-                                      scale="alpha * data[p]", b_row=f"ll * bs + {_COL}")
+def _recipe(block_size: int):
+    from schedules.sparse.recipes.library import csb_recipe
+
+    return csb_recipe(int(block_size))
 
 
-def _emit_col_pass(code: Code, params: ExecParams, dtype: str, tiers, *, scale_rows: str | None,
-                   skip_diagonal: bool) -> None:
-    """Block-column-parallel ``C += alpha * A.T @ B`` (scaling the owned rows first
-    when ``scale_rows`` names the output row count)."""
-    with parallel_items(code, "lb", "kb", params.parallel, part="part_c", count="NPC"):
-        with code.block('with T.sblock("block_col"):'):
-            code("vl = T.axis.spatial(kb, lb)")
-            if scale_rows:
-                with code.block(f"for i in range(vl * bs, T.min(vl * bs + bs, {scale_rows})):"):
-                    emit_scale_loops(code, tiers=tiers, dtype=dtype, row="i")
-            with code.block("for ii in range(mb):"):
-                with code.block("for p in range(blk_ptr[ii * kb + vl], blk_ptr[ii * kb + vl + 1]):"):
-                    guard = f"ii * bs + {_ROW} != vl * bs + {_COL}" if skip_diagonal else None
-                    with code.block(f"if {guard}:" if guard else None):
-                        emit_update_loops(code, tiers=tiers, out_row=f"vl * bs + {_COL}",
-                                          scale="alpha * data[p]", b_row=f"ii * bs + {_ROW}")
+def csb_op(transpose: bool, symmetric_half: bool) -> str:
+    """The scatter product (:data:`~schedules.sparse.recipes.scatter.OPS`) a CSB executor runs:
+    ``A.T`` is ``A`` itself when only the lower triangle of a symmetric matrix is stored.
+
+    >>> csb_op(True, False), csb_op(True, True)
+    ('A.T', 'sym_lower')
+    """
+    if symmetric_half:
+        return "sym_lower"
+    return "A.T" if transpose else "A"
 
 
-def csb_source(params: ExecParams, dtype: str, kind: str = "spmm", *, transpose: bool = False,
-               symmetric_half: bool = False) -> str:
-    """TVMScript text of the CSB executor (``transpose`` ignored when symmetric)."""
+def _nest(recipe, dtype: str, kind: str):
+    from schedules.sparse.recipes.nest import with_index_dtypes
+
+    nest = recipe.nest(dtype, kind)
+    return with_index_dtypes(nest, {nest.buffer_of(Role.EXPLICIT, lv).name: OFFSET_DTYPE for lv in ("i", "l")})
+
+
+def _kernel(recipe, params: ExecParams, dtype: str, kind: str, op: str) -> tuple:
+    """``(PrimFunc, part kinds)`` of ``op`` on the recipe's nest with uint16 offsets (cached)."""
+    from schedules.sparse.recipes.scatter import scatter_op_primfunc
+    from schedules.sparse.recipes.schedule import MicroKernel
+
+    key = (recipe.key(), dtype, kind, op, params.kernel_key())
+    if key not in _KERNELS:
+        _KERNELS[key] = scatter_op_primfunc(_nest(recipe, dtype, kind), MicroKernel.from_params(params), op)
+    return _KERNELS[key]
+
+
+def _primfunc(params, dtype, kind, n_cols, target, transpose, symmetric_half, block_size):
+    from schedules.sparse.executors.codegen import check_dtype
+    from schedules.sparse.recipes.recipe import _resolve
+
     dtype = check_dtype(dtype)
-    spmv = kind == "spmv"
-    transpose = transpose and not symmetric_half
-    bufs = [Buffer("a_blk_ptr", "blk_ptr", ("NBP",), "int32"),
-            Buffer("a_row_off", "row_off", ("NNZ",), "uint16"),
-            Buffer("a_col_off", "col_off", ("NNZ",), "uint16"),
-            Buffer("a_data", "data", ("NNZ",), dtype)]
-    row_pass, col_pass = (not transpose), (transpose or symmetric_half)
-    if params.parallel and row_pass:
-        bufs.append(Buffer("a_part_r", "part_r", ("NPR",), "int32"))
-    if params.parallel and col_pass:
-        bufs.append(Buffer("a_part_c", "part_c", ("NPC",), "int32"))
-    bufs += dense_buffers(kind, dtype, in_rows="M" if transpose else "K",
-                          out_rows="K" if transpose else "M")
-    tiers = column_tiers(params.lanes, params.unroll, spmv=spmv, blocks=False)
-    code = Code()
-    if row_pass:
-        _emit_row_pass(code, params, dtype, tiers)
-    if col_pass:
-        _emit_col_pass(code, params, dtype, tiers, scale_rows="K" if transpose else None,
-                       skip_diagonal=symmetric_half)
-    sizes = ["M", "K", "NBP", "NNZ"] + (["N"] if not spmv else [])
-    if params.parallel:
-        sizes += (["NPR"] if row_pass else []) + (["NPC"] if col_pass else [])
-    name = "csb" + ("_sym" if symmetric_half else "") + ("_t" if transpose else "") + f"_{kind}"
-    scalars = [("mb", "int32"), ("kb", "int32"), ("bs", "int32"), ("alpha", dtype), ("beta", dtype)]
-    return prim_func_source(name, bufs, scalars, sizes, code)
+    p = _resolve(params or CSBParams(), dtype, kind, n_cols, target)
+    return _kernel(_recipe(block_size), p, dtype, kind, csb_op(transpose, symmetric_half))[0]
 
 
 def csb_spmm_primfunc(params: ExecParams | None = None, dtype: str = "float32", *,
                       transpose: bool = False, symmetric_half: bool = False,
-                      n_cols: int | None = None, target=None):
-    """CSB SpMM PrimFunc (``A@B``, ``A.T@B`` or the symmetric-half product)."""
-    p = (params or CSBParams()).resolve(check_dtype(dtype), n_cols, target)
-    return parse_prim_func(csb_source(p, dtype, "spmm", transpose=transpose,
-                                      symmetric_half=symmetric_half))
+                      n_cols: int | None = None, target=None, block_size: int = 4096):
+    """CSB SpMM PrimFunc (``A@B``, ``A.T@B`` or the symmetric-half product) for blocks of
+    ``block_size`` (the format's beta), generated from the CSB recipe."""
+    return _primfunc(params, dtype, "spmm", n_cols, target, transpose, symmetric_half, block_size)
 
 
 def csb_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32", *,
-                      transpose: bool = False, symmetric_half: bool = False, target=None):
-    """CSB SpMV PrimFunc."""
-    p = (params or CSBParams()).resolve(check_dtype(dtype), 1, target)
-    return parse_prim_func(csb_source(p, dtype, "spmv", transpose=transpose,
-                                      symmetric_half=symmetric_half))
+                      transpose: bool = False, symmetric_half: bool = False, target=None,
+                      block_size: int = 4096):
+    """CSB SpMV PrimFunc (see :func:`csb_spmm_primfunc`)."""
+    return _primfunc(params, dtype, "spmv", 1, target, transpose, symmetric_half, block_size)
 
 
-def _entry_coords(fmt) -> tuple[np.ndarray, np.ndarray]:
+def entry_coords(fmt) -> tuple[np.ndarray, np.ndarray]:
+    """Row and column of every stored entry of CSB container ``fmt`` (int64)."""
     mb, kb = fmt.block_grid
     blk = np.repeat(np.arange(mb * kb, dtype=np.int64), np.diff(fmt.blk_ptr))
     return ((blk // kb) * fmt.beta + fmt.row_off.astype(np.int64),
             (blk % kb) * fmt.beta + fmt.col_off.astype(np.int64))
 
 
-class CSBKernels(FormatKernels):
+class CSBKernels(ContainerKernels):
+    """CSB containers on the CSB recipe's scatter executor (``A@B``, ``A.T@B``, symmetric half)."""
+
     format_name = "csb"
     params_cls = CSBParams
     transposable = True
 
     def check(self, fmt) -> None:
         m, k = fmt.shape
-        if int(fmt.beta) != fmt.beta or not 1 <= fmt.beta <= 65536:
+        if isinstance(fmt.beta, bool) or int(fmt.beta) != fmt.beta or not 1 <= fmt.beta <= 65536:
             raise InputError(f"csb.beta must be an integer in 1..65536, got {fmt.beta!r}")
         if fmt.symmetric_half and m != k:
             raise ShapeError(f"csb: symmetric_half needs a square matrix, got {m}x{k}")
@@ -153,43 +136,50 @@ class CSBKernels(FormatKernels):
         nnz = fmt.data.size
         require_value_dtype(fmt.data, "csb.data")
         require_array(fmt.blk_ptr, "csb.blk_ptr", "int32", (mb * kb + 1,))
-        require_array(fmt.row_off, "csb.row_off", "uint16", (nnz,))
-        require_array(fmt.col_off, "csb.col_off", "uint16", (nnz,))
+        require_array(fmt.row_off, "csb.row_off", OFFSET_DTYPE, (nnz,))
+        require_array(fmt.col_off, "csb.col_off", OFFSET_DTYPE, (nnz,))
         require_array(fmt.data, "csb.data", str(fmt.data.dtype), (nnz,))
         require_pointer(fmt.blk_ptr, nnz, "csb.blk_ptr")
-        rows, cols = _entry_coords(fmt)
+        require_range(fmt.row_off, 0, fmt.beta, "csb.row_off")
+        require_range(fmt.col_off, 0, fmt.beta, "csb.col_off")
+        rows, cols = entry_coords(fmt)
         require_range(rows, 0, m, "csb rows (block row * beta + row_off)")
         require_range(cols, 0, k, "csb columns (block column * beta + col_off)")
+        if fmt.symmetric_half and (rows < cols).any():
+            raise InputError("csb: symmetric_half stores the lower triangle only; found entries above "
+                             "the diagonal")
+
+    def recipe_for(self, fmt):
+        return _recipe(fmt.beta)
+
+    def bind(self, fmt):
+        return {BufferRole(Role.OFFSET): fmt.blk_ptr, BufferRole(Role.EXPLICIT, "i"): fmt.row_off,
+                BufferRole(Role.EXPLICIT, "l"): fmt.col_off, BufferRole(Role.COPY, "data"): fmt.data}
 
     def primfunc(self, fmt, params, kind, transpose):
-        return parse_prim_func(csb_source(params, fmt.data.dtype.name, kind, transpose=transpose,
-                                          symmetric_half=fmt.symmetric_half))
+        op = csb_op(transpose, fmt.symmetric_half)
+        return _kernel(self.recipe_for(fmt), params, fmt.data.dtype.name, kind, op)[0]
 
     def signature(self, fmt, params, kind, transpose):
-        t = transpose and not fmt.symmetric_half
-        return ("csb", kind, fmt.data.dtype.name, bool(fmt.symmetric_half), t, params.kernel_key())
+        return (self.format_name, self.recipe_for(fmt).key(), kind, fmt.data.dtype.name,
+                csb_op(transpose, fmt.symmetric_half), params.kernel_key())
 
     def arrays(self, fmt, params, kind, transpose, threads):
-        out = [fmt.blk_ptr, fmt.row_off, fmt.col_off, fmt.data]
-        if not params.parallel:
-            return out
-        mb, kb = fmt.block_grid
-        per_block = np.diff(fmt.blk_ptr).reshape(mb, kb) if mb * kb else np.zeros((mb, kb), np.int64)
-        t = transpose and not fmt.symmetric_half
-        cost = fmt.beta / 4.0
-        n = params.n_parts(threads)
-        if not t:
-            out.append(balanced_parts(np.concatenate([[0], np.cumsum(per_block.sum(1))]), n, item_cost=cost))
-        if t or fmt.symmetric_half:
-            out.append(balanced_parts(np.concatenate([[0], np.cumsum(per_block.sum(0))]), n, item_cost=cost))
-        return out
+        from schedules.sparse.recipes.scatter import block_parts, op_passes
 
-    def scalars(self, fmt, transpose):
-        mb, kb = fmt.block_grid
-        return [mb, kb, int(fmt.beta)]
+        recipe, dtype = self.recipe_for(fmt), fmt.data.dtype.name
+        op = csb_op(transpose, fmt.symmetric_half)
+        nest = _nest(recipe, dtype, kind)
+        out = [fmt.blk_ptr, fmt.row_off, fmt.col_off, fmt.data]
+        sizes = {nest.sizes["M"]: fmt.shape[0], nest.sizes["K"]: fmt.shape[1]}
+        kinds = _kernel(recipe, params, dtype, kind, op)[1]
+        for (pass_nest, _), part_kind in zip(op_passes(nest, op), kinds):
+            if part_kind:
+                out.append(block_parts(pass_nest, fmt.blk_ptr, sizes, params.n_parts(threads)))
+        return out
 
     def nnz(self, fmt) -> int:
         if fmt.symmetric_half:
-            rows, cols = _entry_coords(fmt)
+            rows, cols = entry_coords(fmt)
             return int(2 * fmt.data.size - np.count_nonzero(rows == cols))
         return int(fmt.data.size)

@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["Level", "Role", "BufferRole", "SparseNest", "csr_loop_nest", "nest_from_primfunc", "free_vars", "uses",
-           "subst", "format_buffer", "loads"]
+           "subst", "format_buffer", "loads", "with_index_dtypes"]
 
 
 @dataclass(frozen=True)
@@ -270,7 +270,7 @@ def _rebuild(expr, on_var):
     if isinstance(expr, tirx.Not):
         return tirx.Not(_rebuild(expr.a, on_var))
     if isinstance(expr, tirx.Cast):
-        return tirx.Cast(expr.dtype, _rebuild(expr.value, on_var))
+        return tirx.Cast(str(expr.ty), _rebuild(expr.value, on_var))
     if isinstance(expr, tirx.Select):
         return tirx.Select(*(_rebuild(e, on_var) for e in (expr.condition, expr.true_value, expr.false_value)))
     if isinstance(expr, TensorLoad):
@@ -328,3 +328,65 @@ def subst(expr, vmap: Mapping):
         return None
     out = _rebuild(expr, lambda v: vmap.get(v, v))
     return tvm.sym.Analyzer().simplify(out)
+
+
+def with_index_dtypes(nest: SparseNest, dtypes: Mapping[str, str]) -> SparseNest:
+    """``nest`` with index buffers stored in narrower integer types (``dtypes``: buffer name ->
+    dtype, e.g. CSB's ``uint16`` in-block offsets); every load is widened back to the type the
+    nest computed in, so the executor binds the arrays as stored (no copies).
+
+    >>> from schedules.sparse.recipes.library import csb_recipe
+    >>> n = with_index_dtypes(csb_recipe(8).nest(), {"explicit_i": "uint16"})
+    >>> str(n.buffers["explicit_i"].dtype), str(n.row)
+    ('uint16', 'ii * 8 + T.Cast("int32", explicit_i[p])')
+    """
+    import tvm
+
+    new = {}
+    for name, dtype in dtypes.items():
+        old = nest.buffers.get(name)
+        if old is None:
+            raise ScheduleError(f"with_index_dtypes: the nest has no buffer {name!r} "
+                                f"(buffers: {', '.join(nest.buffers)})")
+        if not str(old.dtype).startswith("int") or not str(dtype).startswith(("int", "uint")):
+            raise ScheduleError(f"with_index_dtypes: {name} is {old.dtype}; only integer index "
+                                f"buffers take another integer type, got {dtype!r}")
+        if str(dtype) != str(old.dtype):
+            new[name] = tvm.tirx.decl_buffer(old.shape, dtype, name)
+    if not new:
+        return nest
+
+    def retype(e):
+        return None if e is None else _retyped(e, new)
+    levels = tuple(dataclasses.replace(lv, lo=retype(lv.lo), hi=retype(lv.hi)) for lv in nest.levels)
+    buffers = {n: new.get(n, b) for n, b in nest.buffers.items()}
+    return nest.replace(f"index_dtypes({', '.join(f'{n}: {new[n].dtype}' for n in new)})",
+                        levels=levels, guards=tuple(retype(g) for g in nest.guards),
+                        row=retype(nest.row), col=retype(nest.col), value=retype(nest.value), buffers=buffers)
+
+
+def _retyped(expr, new: Mapping):
+    """``expr`` with loads of the buffers named in ``new`` read from the new buffer and cast back."""
+    from tvm import tirx
+    from tvm.ir.expr import TensorLoad
+
+    def rec(e):
+        if isinstance(e, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
+            return e
+        name = type(e).__name__
+        if name in _BINARY:
+            return getattr(tirx, name)(rec(e.a), rec(e.b))
+        if isinstance(e, tirx.Not):
+            return tirx.Not(rec(e.a))
+        if isinstance(e, tirx.Cast):
+            return tirx.Cast(str(e.ty), rec(e.value))
+        if isinstance(e, tirx.Select):
+            return tirx.Select(rec(e.condition), rec(e.true_value), rec(e.false_value))
+        if isinstance(e, TensorLoad):
+            idx = [rec(i) for i in e.indices]
+            buf = new.get(e.source.name)
+            if buf is None:
+                return tirx.BufferLoad(e.source, idx)
+            return tirx.Cast(e.source.dtype, tirx.BufferLoad(buf, idx))
+        raise ScheduleError(f"sparse loop nest: unsupported TIR expression {name}: {e}")
+    return rec(expr)

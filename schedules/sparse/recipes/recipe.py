@@ -363,6 +363,9 @@ class RecipeKernels(FormatKernels):
         n = params.n_parts(threads)
         if part_kind == "tiles":
             return uniform_parts(-(-fmt.shape[0] // params.lanes), n)
+        if part_kind == "blocks":
+            return scatter.block_parts(nest, fmt.arrays[nest.buffer_of(Role.OFFSET).name],
+                                       {nest.sizes["M"]: fmt.shape[0], nest.sizes["K"]: fmt.shape[1]}, n)
         if part_kind == "chunks":
             comp = nest.meta["compaction"]
             return row_aligned_chunks(fmt.arrays[nest.buffer_of(Role.EXPLICIT, comp["levels"][0]).name], n)

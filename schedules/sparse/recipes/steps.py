@@ -181,6 +181,12 @@ class Tile(Step):
         if nest.row.same_as(lv.var) or _permuted(nest, nest.row, lv.var):
             # the outer tile owns disjoint output rows
             out = dataclasses.replace(out, meta=dict(out.meta, row_blocks=outer))
+        elif nest.col.same_as(lv.var):
+            # the outer tile owns disjoint rows of B (of the output of A.T @ B)
+            out = dataclasses.replace(out, meta=dict(out.meta, col_blocks=outer))
+        if nest.row.same_as(lv.var) or nest.col.same_as(lv.var):
+            out = dataclasses.replace(out, meta=dict(out.meta, block_sizes={
+                **out.meta.get("block_sizes", {}), outer: (s, lv.lo, lv.hi)}))
         return out
 
     def on_space(self, space, csr):
