@@ -71,13 +71,14 @@ def templates() -> dict:
     """Formats whose library executor is generated now: the hand-written template each replaced,
     kept as a test oracle (its kernels class), is the "hand" side."""
     from tests.sparse_oracles.coo_template import TemplateCOOKernels
+    from tests.sparse_oracles.csb_template import TemplateCSBKernels
     from tests.sparse_oracles.dia_template import TemplateDIAKernels
     from tests.sparse_oracles.ell_template import TemplateELLKernels
     from tests.sparse_oracles.hyb_template import TemplateHYBKernels
     from tests.sparse_oracles.sell_template import TemplateSELLKernels
 
     return {"coo": TemplateCOOKernels, "dia": TemplateDIAKernels, "ell": TemplateELLKernels,
-            "hyb": TemplateHYBKernels, "sell": TemplateSELLKernels}
+            "hyb": TemplateHYBKernels, "sell": TemplateSELLKernels, "csb": TemplateCSBKernels}
 
 
 def _hand_executor(fmt, n: int, kind: str):
