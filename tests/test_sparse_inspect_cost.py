@@ -120,3 +120,21 @@ def test_compiled_ell_equals_the_numpy_scatter(m, density, extra, seed, f64):
     e = to_ell(A, width)
     x = np.random.default_rng(seed).standard_normal(m + 3)
     np.testing.assert_allclose((e.data * x[e.col]).sum(axis=1), A @ x, rtol=1e-5, atol=1e-6)
+
+
+@needs_cc
+def test_a_thread_cap_splits_fewer_ranges_and_builds_the_same_formats():
+    from schedules.sparse.inspectors import host_threads, inspector_threads, row_ranges
+    from tvm_ext.workloads import lap3d
+
+    A = canonical_csr(lap3d(24, 27), dtype="float32")  # 370K nnz: past the threaded size
+    assert len(row_ranges(A)) == min(host_threads(), A.shape[0])
+    with inspector_threads(1):
+        assert row_ranges(A) == [(0, A.shape[0])] and host_threads() == 1
+        capped_bcsr, capped_ell = to_bcsr(A, 2, 1), to_ell(A)
+    assert host_threads() >= 1  # the cap ends with the block
+    want = _bcsr_scipy(A, 2, 1)
+    for name in ("indptr", "bcol", "data"):
+        np.testing.assert_array_equal(getattr(capped_bcsr, name), getattr(want, name))
+    np.testing.assert_array_equal(capped_ell.col, to_ell(A).col)
+    np.testing.assert_array_equal(capped_ell.data, to_ell(A).data)

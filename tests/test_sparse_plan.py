@@ -166,3 +166,14 @@ def test_a_measured_plan_drops_a_model_choice_that_cannot_be_built():
     assert plan.format_name == "csr" and "dia" in plan.choice.measurement.failed
     B = np.random.default_rng(1).standard_normal((A.shape[1], 4))
     np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-10)
+
+
+def test_explain_shows_the_runs_construction_is_priced_over():
+    A = block_fem(400, 3, 3, seed=3)
+    plan = inspect(A, n_cols=8, measure=True, expected_runs=250)
+    assert plan.choice.measurement is not None and plan.choice.measurement.expected_runs == 250
+    assert "priced over 250 expected runs" in plan.explain()
+    assert "not priced" in inspect(A, n_cols=8, measure=True, expected_runs=None).explain()
+    for bad in (0, -3, float("nan"), "100", True):
+        with pytest.raises(InputError, match="expected_runs"):
+            inspect(A, n_cols=8, expected_runs=bad)

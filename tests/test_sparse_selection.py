@@ -412,3 +412,23 @@ def test_the_l1_discount_needs_both_rows_b_rows_in_l1():
     roomy = AnalyticCostModel(l1_bytes=1 << 20).scores(f, 32)[0]
     csr = Candidate("csr")
     assert roomy[csr] < tiny_l1[csr]  # the repeated fetches are priced at L1 only when they fit
+
+
+def test_a_faster_candidate_replaces_the_built_choice_only_when_its_construction_pays():
+    from schedules.sparse.choice import Measurement
+
+    def meas(expected_runs, built="csr", build=None):
+        # bcsr 10% faster per run (0.1 ms of the block's 1 ms), its inspector 3 ms on the block
+        return Measurement({"csr": 1e-3, "bcsr(R=2,C=1)": 0.9e-3}, 8, 0, 10, 100, 0.15, "csr", override=0.05,
+                           ratios={"csr": 1.0, "bcsr(R=2,C=1)": 0.9},
+                           build_seconds=build or {"csr": 0.0, "bcsr(R=2,C=1)": 3e-3},
+                           expected_runs=expected_runs, built=built)
+
+    assert meas(None).chosen == "bcsr(R=2,C=1)"   # no rule: the clear winner
+    assert meas(100).chosen == "bcsr(R=2,C=1)"    # 0.1 ms x 100 runs = 10 ms > 3 ms
+    assert meas(100).unpaid == ()
+    assert meas(20).chosen == "csr" and meas(20).unpaid == ("bcsr(R=2,C=1)",)  # 2 ms < 3 ms
+    assert "not worth building for 20 runs" in meas(20).describe()
+    # the model's choice not built yet: only the difference of the two constructions counts
+    unbuilt = meas(20, built=None, build={"csr": 2e-3, "bcsr(R=2,C=1)": 3e-3})
+    assert unbuilt.pays("bcsr(R=2,C=1)") and unbuilt.chosen == "bcsr(R=2,C=1)"  # 2 ms > 1 ms

@@ -64,6 +64,14 @@ class Measurement:
     timed only as the baseline (``far``: scored beyond ``margin`` of the
     choice) must beat it by more than ``margin`` -- the model's error would be
     gross, not a near tie.
+
+    Construction is priced (:meth:`pays`) when ``expected_runs`` is set: a
+    candidate replaces the model's choice only when its gain per run, times
+    the runs the caller expects, exceeds what building it costs beyond the
+    model's choice (all of its inspector's time when the model's choice is
+    ``built`` already on the whole matrix).  Both sides are the block's
+    (``build_seconds``: each inspector's seconds on the block), and both grow
+    alike with the matrix, so the rule holds for the whole matrix too.
     """
 
     seconds: dict[str, float]
@@ -78,6 +86,33 @@ class Measurement:
     override: float = 0.0
     ratios: dict[str, float] = field(default_factory=dict)
     far: tuple[str, ...] = ()
+    build_seconds: dict[str, float] = field(default_factory=dict)
+    expected_runs: float | None = None
+    built: str | None = None
+
+    def pays(self, label: str) -> bool:
+        """Whether building ``label`` instead of the model's choice pays over ``expected_runs``
+        runs: ``(t_choice - t_label) * expected_runs > build(label) - build(choice)``, the
+        model's choice's build counting 0 when it is ``built`` already; always when no runs
+        are expected (no rule) or a time is missing.
+
+        >>> from dataclasses import replace
+        >>> m = Measurement({"csr": 1.0, "ell": 0.9}, 8, 0, 10, 100, 0.15, "csr", build_seconds={"ell": 5.0},
+        ...                 expected_runs=100, built="csr")
+        >>> m.pays("ell"), replace(m, expected_runs=20).pays("ell")   # 0.1 s x 100 runs > 5 s; x 20 < 5 s
+        (True, False)
+        """
+        if self.expected_runs is None or label == self.model_choice:
+            return True
+        mine, theirs = self.seconds.get(self.model_choice), self.seconds.get(label)
+        cost = self.build_seconds.get(label)
+        if mine is None or theirs is None or cost is None:
+            return True
+        if label in self.ratios:  # the paired median, as chosen() reads the rounds
+            theirs = mine * self.ratios[label]
+        if self.built != self.model_choice:
+            cost -= self.build_seconds.get(self.model_choice, 0.0)
+        return (mine - theirs) * float(self.expected_runs) > cost
 
     @property
     def fastest(self) -> str:
@@ -95,21 +130,33 @@ class Measurement:
             mine = self.seconds[self.model_choice]
             # both summaries must agree: the paired median by the margin, the fastest runs at all
             wins = {k: r * needed(k) for k, r in self.ratios.items()
-                    if r * needed(k) < 1.0 and self.seconds.get(k, mine) < mine}
+                    if r * needed(k) < 1.0 and self.seconds.get(k, mine) < mine and self.pays(k)}
             return min(wins, key=wins.get) if wins else self.model_choice
         best = self.fastest
         mine = self.seconds.get(self.model_choice)
-        if mine is not None and mine <= self.seconds[best] * (1.0 + self.override):
+        if mine is not None and (mine <= self.seconds[best] * (1.0 + self.override) or not self.pays(best)):
             return self.model_choice
         return best
+
+    @property
+    def unpaid(self) -> tuple[str, ...]:
+        """Candidates timed faster than the model's choice whose construction does not pay
+        (:meth:`pays`): kept out by the rule alone."""
+        mine = self.seconds.get(self.model_choice)
+        return tuple(k for k, v in self.seconds.items()
+                     if mine is not None and k != self.model_choice and v < mine and not self.pays(k))
 
     def describe(self) -> str:
         """One line: the timings, fastest first (with the paired ratios to the model's choice)."""
         ranked = sorted(self.seconds.items(), key=lambda kv: kv[1])
         timed = ", ".join(f"{k} {v * 1e3:.3g} ms" + (f" (x{self.ratios[k]:.2f})" if k in self.ratios else "")
                           for k, v in ranked)
+        unpaid = self.unpaid
+        priced = "" if not unpaid else (
+            f"; {', '.join(unpaid)} faster but not worth building for {self.expected_runs:g} runs "
+            f"(block build {', '.join(f'{self.build_seconds[k] * 1e3:.2g} ms' for k in unpaid)})")
         return (f"measured N={self.n_cols} on rows [{self.row_start}, {self.row_stop}) "
-                f"({self.nnz} nnz) in {self.spent_seconds * 1e3:.0f} ms: {timed}")
+                f"({self.nnz} nnz) in {self.spent_seconds * 1e3:.0f} ms: {timed}{priced}")
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,7 @@ from schedules.sparse.formats import SparseFormat
 from schedules.sparse.inspectors import INSPECTORS, host_threads, inspector_threads
 from schedules.sparse.selection import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION, Candidate, Choice,
                                         Selector, select_format, sparse_features)
-from schedules.sparse.timed_choice import measure_close_candidates
+from schedules.sparse.timed_choice import EXPECTED_RUNS, measure_close_candidates
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
 
@@ -50,6 +50,7 @@ class Plan:
     inspect_seconds: float = 0.0
     select_seconds: float = 0.0  # features, the selector and any measurement
     features_seconds: float = 0.0  # the features alone (part of select_seconds)
+    expected_runs: float | None = EXPECTED_RUNS  # the runs a timed format's construction is priced over
 
     @property
     def format_name(self) -> str:
@@ -87,6 +88,11 @@ class Plan:
             lines.append(f"  excluded {name}: {why}")
         if len(excluded) > 6:
             lines.append(f"  ... and {len(excluded) - 6} more excluded block shapes or formats")
+        if self.choice.measurement is not None:
+            lines.append("  construction not priced (expected_runs=None)" if self.expected_runs is None else
+                         f"  construction priced over {self.expected_runs:g} expected runs: a format timed faster "
+                         f"than the model's choice replaces it only when its gain per run x {self.expected_runs:g} "
+                         f"runs exceeds its extra construction time")
         lines.append(f"  inspector {self.inspect_seconds * 1e3:.1f} ms, "
                      f"selection {self.select_seconds * 1e3:.1f} ms "
                      f"(features {self.features_seconds * 1e3:.1f} ms)")
@@ -116,7 +122,8 @@ def _forced_choice(format: str, args: dict[str, Any]) -> Choice:
 
 
 def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | None = None,
-            measure: bool | None = None, format: str | None = None, **format_args: Any) -> Plan:
+            measure: bool | None = None, expected_runs: float | None = EXPECTED_RUNS,
+            format: str | None = None, **format_args: Any) -> Plan:
     """Inspect ``A`` for products with ``n_cols``-column operands and build its format.
 
     * ``dtype``: the value dtype of the format and its executors, float32 or
@@ -132,6 +139,12 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
       block of the matrix and keep the fastest (recorded in :meth:`Plan.explain`);
       ``None`` (default) measures on matrices of 250K non-zeros or more,
       ``False`` never.
+    * ``expected_runs``: how many products the caller expects to run with the
+      plan (default :data:`~schedules.sparse.timed_choice.EXPECTED_RUNS`, 100).
+      A timed candidate replaces the model's choice, already built meanwhile,
+      only when its gain per run times ``expected_runs`` exceeds its
+      construction time (:meth:`~schedules.sparse.choice.Measurement.pays`);
+      ``None`` keeps any clear winner whatever it costs to build.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> inspect(sp.eye(4, dtype=np.float64, format="csr"), 2).build().dtype
@@ -139,6 +152,9 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
     """
     if int(n_cols) != n_cols or n_cols < 1:
         raise InputError(f"inspect: n_cols must be a positive integer, got {n_cols!r}")
+    if expected_runs is not None and (isinstance(expected_runs, bool) or not isinstance(expected_runs, (int, float))
+                                      or not 0 < expected_runs < float("inf")):
+        raise InputError(f"inspect: expected_runs must be a positive number or None, got {expected_runs!r}")
     csr = canonical_csr(A, dtype=_value_dtype(A, dtype), what="inspect(A)")
     t0 = time.perf_counter()
     feats = sparse_features(csr)
@@ -154,7 +170,8 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
             early = _EarlyFormat(csr, choice.candidate)
             choice = measure_close_candidates(csr, int(n_cols), choice,
                                               max_row_fraction=MEASURE_ROW_FRACTION if feats["nnz"] > MEASURE_NNZ
-                                              else 1.0, before_runs=early.wait)
+                                              else 1.0, before_runs=early.wait,
+                                              expected_runs=expected_runs, built=True)
     t1 = time.perf_counter()
     if early is not None and early.candidate == choice.candidate:
         fmt = early.result()
@@ -163,7 +180,7 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
         fmt = INSPECTORS[choice.format](csr, **choice.args, check_finite=False)  # checked above
         t_format = time.perf_counter() - t1
     return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t_format, select_seconds=t1 - t0,
-                features_seconds=t_feats)
+                features_seconds=t_feats, expected_runs=expected_runs)
 
 
 _EARLY_WORKER: dict[str, Any] = {"executor": None}

@@ -21,7 +21,7 @@ from schedules.sparse.choice import BASELINE_FORMATS, Candidate, Choice, Measure
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 
 __all__ = ["MEASURE_MIN_NNZ", "MEASURE_NNZ", "MEASURE_ROW_FRACTION", "MEASURE_OVERRIDE", "BLOCK_ALIGN",
-           "measure_close_candidates"]
+           "EXPECTED_RUNS", "measure_close_candidates"]
 
 #: ``inspect(measure=None)`` times close candidates on matrices with at least this many non-zeros.
 #: Below it a whole product costs a fraction of a millisecond, so a measurement (and, on a cold
@@ -32,6 +32,13 @@ MEASURE_NNZ = 250_000
 #: ... and at most this share of the rows (with ``repeat=5`` runs per candidate, timing three
 #: candidates costs under one product of the whole matrix, plus their inspectors on the block).
 MEASURE_ROW_FRACTION = 0.05
+
+
+#: Runs of the executor :func:`~schedules.sparse.plan.inspect` expects by default (``expected_runs=``):
+#: a candidate timed faster than the model's choice replaces it only when its gain per run over
+#: this many runs pays for building it (:meth:`~schedules.sparse.choice.Measurement.pays`).  A
+#: Krylov solve or a training loop runs the product hundreds of times; 100 is the low end.
+EXPECTED_RUNS = 100
 
 
 #: The model's choice stays unless a timed candidate beats it by more than this share:
@@ -101,7 +108,8 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
                              max_row_fraction: float = 1.0, repeat: int = 5, min_rounds: int = 3,
                              override: float = MEASURE_OVERRIDE, target: Any = None,
-                             before_runs: Callable[[], Any] | None = None) -> Choice:
+                             before_runs: Callable[[], Any] | None = None,
+                             expected_runs: float | None = None, built: bool = False) -> Choice:
     """Time the choice against close candidates and a baseline; keep one that clearly wins.
 
     Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
@@ -120,7 +128,11 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     the candidates are built and before the first timed run, also when fewer
     than two could be built: :func:`~schedules.sparse.plan.inspect` builds the
     model's choice on the whole matrix on other threads meanwhile, and waits
-    there, so that no timed run shares the cores with it.  Returns ``choice`` unchanged when there is nothing
+    there, so that no timed run shares the cores with it (``built=True`` says so: the model's
+    choice then costs nothing more to keep).  ``expected_runs`` prices construction: a faster
+    candidate is kept only when its gain per run over that many runs pays for its inspector
+    (:meth:`Measurement.pays`, the inspectors timed on the block); ``None`` does not price it.
+    Returns ``choice`` unchanged when there is nothing
     to compare, else a :class:`Choice` naming the kept candidate, with the
     :class:`Measurement`.
 
@@ -141,7 +153,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     block = _window(csr, a, b)
     # the operand's values do not change a kernel's time (a normal constant: no subnormal slow path)
     B = np.full((block.shape[1], n_cols) if n_cols > 1 else block.shape[1], 0.5, dtype=csr.dtype)
-    exes, failed = _build_on_block(block, cands, n_cols, target)
+    exes, failed, build_seconds = _build_on_block(block, cands, n_cols, target)
     waited = time.perf_counter()
     if before_runs is not None:
         before_runs()
@@ -159,26 +171,33 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     ratios = {} if mine is None else {
         label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
-                       time.perf_counter() - t0 - waited, override, ratios, far)
+                       time.perf_counter() - t0 - waited, override, ratios, far, build_seconds,
+                       None if expected_runs is None else float(expected_runs),
+                       mine_label if built else None)
     return _kept_choice(choice, cands, meas)
 
 
 def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
-                    target: Any) -> tuple[dict[str, Any], dict[str, str]]:
-    """Each candidate's executor on ``block`` (by label), and why the others could not be built."""
+                    target: Any) -> tuple[dict[str, Any], dict[str, str], dict[str, float]]:
+    """Each candidate's executor on ``block`` (by label), why the others could not be built,
+    and each built one's inspector seconds on the block."""
     from schedules.sparse.executors import build_executor
     from schedules.sparse.inspectors import INSPECTORS
 
     kind = "spmv" if n_cols == 1 else "spmm"
     failed: dict[str, str] = {}
     exes = {}
+    seconds: dict[str, float] = {}
     for cand in cands:
         try:
+            t0 = time.perf_counter()
             fmt = INSPECTORS[cand.format](block, **cand.args, check_finite=False)  # the caller's matrix
+            seconds[cand.label] = time.perf_counter() - t0
             exes[cand.label] = build_executor(fmt, n_cols, kind=kind, target=target)
         except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
             failed[cand.label] = f"{type(err).__name__}: {err}"
-    return exes, failed
+            seconds.pop(cand.label, None)
+    return exes, failed, seconds
 
 
 def _settled_rule(mine_label: str, bars: dict[str, float]) -> Callable[[dict[str, list[float]]], bool]:
@@ -198,7 +217,8 @@ def _kept_choice(choice: Choice, cands: list[Candidate], meas: Measurement) -> C
     """``choice`` with the candidate the measurement keeps, the reason, and the measurement."""
     picked = next(c for c in cands if c.label == meas.chosen)
     if picked == choice.candidate:
-        kept = "" if meas.fastest == picked.label else f" (within {meas.override:.0%} of the fastest)"
+        kept = ("" if meas.fastest == picked.label else " (the faster one's construction does not pay)"
+                if meas.fastest in meas.unpaid else f" (within {meas.override:.0%} of the fastest)")
         reason = f"{choice.reason}; confirmed by timing{kept}: {meas.describe()}"
     else:
         reason = (f"{picked.label}: fastest when timed, over the {choice.selector} model's "
