@@ -560,6 +560,10 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
     if not levels:
         _guarded(f, guards, vmap, lambda: fma(vmap, 0))
         return
+    block = _constant_tail(levels)
+    if block:
+        _reduce_block(f, nest, levels[:len(levels) - len(block)], block, guards, vmap, chains, fma)
+        return
     outer, last = levels[:-1], levels[-1]
     outer_guards = [g for g in guards if not any(v.same_as(last.var) for v in free_vars(g))]
     last_guards = [g for g in guards if g not in outer_guards]
@@ -615,6 +619,94 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 one_chain()
 
     _emit_levels(f, outer, outer_guards, dict(vmap), innermost, unroll=True)
+
+
+def _constant_tail(levels: Sequence[Level]) -> list:
+    """The innermost loops with constant bounds of at most :data:`UNROLL_EXTENT` iterations (a
+    stored block's rows and columns), outer to inner; empty when the innermost loop is not one."""
+    import tvm
+
+    ana = tvm.sym.Analyzer()
+    tail: list = []
+    for lv in reversed(levels):
+        lo, hi = ana.simplify(lv.lo), ana.simplify(lv.hi)
+        if lv.existential or not (hasattr(lo, "value") and hasattr(hi, "value")) \
+                or not 0 < int(hi.value) - int(lo.value) <= UNROLL_EXTENT:
+            break
+        tail.insert(0, lv)
+    return tail
+
+
+def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequence[Level],
+                  guards: Sequence, vmap: dict, chains: int, fma: Callable) -> None:
+    """The reduction loops ending in a constant block of loops (BCSR's R x C slots), unrolled.
+
+    * Loop order: the block loops that ``B``'s row depends on run outside the others (the
+      accumulator rows), so each ``B`` row segment is loaded once and reused for every row of
+      the tile while few vectors are live (OSKI's register-blocked micro-kernel).
+    * Edge guards ``e + v < b`` increasing in the block's variables hold for the whole block
+      when they hold at its last iteration: tested once per block, the block then runs
+      unguarded; the edge block keeps them.
+    * Partial sums: when the innermost ``B``-dependent block loop has at most ``chains``
+      iterations, each gets its own (no multiply-add waits on the block's previous column).
+    """
+    block_vars = [lv.var for lv in block]
+    ordered = sorted(block, key=lambda lv: not any(v.same_as(lv.var) for v in free_vars(nest.col)))
+    reads_b = [lv for lv in ordered if any(v.same_as(lv.var) for v in free_vars(nest.col))]
+    slot = reads_b[-1] if reads_b else None
+    if slot is not None:
+        ext = int(subst(slot.hi - slot.lo, {}).value)
+        slot = slot if 1 < ext <= chains else None
+    in_block = [g for g in guards if any(any(v.same_as(b) for b in block_vars) for v in free_vars(g))]
+    head_guards = [g for g in guards if g not in in_block]
+    hoisted = _hoist_block_guards(block, in_block)
+
+    def body(vm):
+        def emit(gs):
+            _emit_levels(f, ordered, gs, dict(vm),
+                         lambda vm2: fma(vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else 0),
+                         unroll=True)
+        if hoisted is None:
+            emit(in_block)
+            return
+        with f.T.If(subst(hoisted[0], vm)):
+            with f.T.Then():
+                emit(hoisted[1])
+            with f.T.Else():
+                emit(in_block)
+
+    _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
+
+
+def _hoist_block_guards(block: Sequence[Level], guards: Sequence):
+    """``(condition, rest)``: the guards ``a < b`` with ``b`` free of the block's variables and
+    ``a`` increasing in each of them hold on the whole block when they hold at its last
+    iteration (``condition``: their conjunction there); ``rest`` keeps the others.  None when
+    no guard has that form."""
+    import tvm
+    from tvm import tirx
+
+    ana = tvm.sym.Analyzer()
+    block_vars = [lv.var for lv in block]
+    last = {lv.var: subst(lv.hi - 1, {}) for lv in block}
+
+    def reads(e, v) -> bool:
+        return any(u.same_as(v) for u in free_vars(e))
+
+    def increasing(a, v) -> bool:
+        step = ana.simplify(subst(a, {v: v + 1}) - a)
+        if hasattr(step, "value"):
+            return int(step.value) > 0
+        return not reads(ana.simplify(a - v), v)      # ``e + v`` with e free of v
+
+    hoist, rest = [], []
+    for g in guards:
+        if isinstance(g, tirx.LT) and not any(reads(g.b, v) for v in block_vars) \
+                and all(increasing(g.a, v) for v in block_vars if reads(g.a, v)):
+            hoist.append(subst(g, last))
+        else:
+            rest.append(g)
+    return (_all(hoist), rest) if hoist else None
 
 
 def _hoist_edge_guards(last: Level, guards: Sequence):
