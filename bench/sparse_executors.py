@@ -21,6 +21,7 @@ rounds; the summary gives hand / generated per format and per (format, N),
 geomean and worst, against the goal of >= 0.95x.
 
     python -m bench.sparse_executors [--quick] [--matrices nasa4704,lap2d] [--n 32] [--generated]
+        [--formats csr,bcsr2x2] [--rounds 15]
 """
 from __future__ import annotations
 
@@ -130,7 +131,8 @@ def _recipe_for(label: str, kind: str, lanes: int):
     return L.RECIPES[label]()
 
 
-def _generated_rows(run: BenchRun, mname: str, A, B, kind: str, n: int, lanes: int, rounds: int) -> None:
+def _generated_rows(run: BenchRun, mname: str, A, B, kind: str, n: int, lanes: int, rounds: int,
+                    formats: set | None = None) -> None:
     """Each candidate format's recipe-generated executor against its hand-written one (the library's
     template, or the template it replaced, kept in ``tests/sparse_oracles``), timed in turns."""
     from bench.sparse_recipes import _hand_executor, _time_pair
@@ -141,6 +143,8 @@ def _generated_rows(run: BenchRun, mname: str, A, B, kind: str, n: int, lanes: i
     ref = A @ B
     tol = 1e-3 * max(float(np.abs(ref).max()), 1.0)
     for label, make in _candidates(A, kind, lanes).items():
+        if formats is not None and label not in formats:
+            continue
         try:
             hand = _hand_executor(make(), n, kind)
         except (TvmExtError, MemoryError):
@@ -190,6 +194,9 @@ def main(argv: Sequence[str] | None = None) -> None:
                       matrices={"default": None, "help": "comma list of matrix names"},
                       n={"default": None, "help": "comma list of N (1 = SpMV)"},
                       dtype={"default": "float32", "help": "float32 or float64"},
+                      formats={"default": None, "help": "comma list of format labels (with --generated: "
+                                                        "csr,bcsr2x2,...)"},
+                      rounds={"default": None, "help": "interleaved rounds per case (with --generated)"},
                       generated={"action": "store_true",
                                  "help": "compare the recipe-generated executors with the hand-written ones "
                                          "per format instead (writes sparse_executors_generated JSON)"})
@@ -216,7 +223,9 @@ def main(argv: Sequence[str] | None = None) -> None:
             if n == 1:
                 B = B[:, 0].copy()
             if args.generated:
-                _generated_rows(run, mname, A, B, kind, n, lanes, rounds=5 if args.quick else 7)
+                rounds = int(args.rounds) if args.rounds else (5 if args.quick else 7)
+                _generated_rows(run, mname, A, B, kind, n, lanes, rounds,
+                                set(args.formats.split(",")) if args.formats else None)
                 continue
             times = _time_formats(A, B, kind, n, lanes, repeat)
             t_scipy = time_python(lambda: A @ B, repeat=repeat).min

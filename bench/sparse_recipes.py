@@ -70,14 +70,17 @@ NEW_FORMATS = {"sdia": "dia"}
 def templates() -> dict:
     """Formats whose library executor is generated now: the hand-written template each replaced,
     kept as a test oracle (its kernels class), is the "hand" side."""
+    from tests.sparse_oracles.bcsr_template import TemplateBCSRKernels
     from tests.sparse_oracles.coo_template import TemplateCOOKernels
     from tests.sparse_oracles.csb_template import TemplateCSBKernels
+    from tests.sparse_oracles.csr_template import TemplateCSRKernels
     from tests.sparse_oracles.dia_template import TemplateDIAKernels
     from tests.sparse_oracles.ell_template import TemplateELLKernels
     from tests.sparse_oracles.hyb_template import TemplateHYBKernels
     from tests.sparse_oracles.sell_template import TemplateSELLKernels
 
-    return {"coo": TemplateCOOKernels, "dia": TemplateDIAKernels, "ell": TemplateELLKernels,
+    return {"csr": TemplateCSRKernels, "bcsr": TemplateBCSRKernels, "coo": TemplateCOOKernels,
+            "dia": TemplateDIAKernels, "ell": TemplateELLKernels,
             "hyb": TemplateHYBKernels, "sell": TemplateSELLKernels, "csb": TemplateCSBKernels}
 
 

@@ -17,9 +17,8 @@ from schedules.fusion.kernels import build_step_kernels
 from schedules.fusion.row_forms import row_form, streamed_rank
 from schedules.fusion.steps import assign_storage, iteration_ops, schedule_steps, stored_tensors
 from schedules.sparse.executors import BCSRParams, CSRParams
-from schedules.sparse.executors.bcsr import bcsr_source
+from schedules.fusion.fused_spmm_source import bcsr_spmm_source, csr_spmm_source
 from schedules.sparse.executors.codegen import RowConsumer
-from schedules.sparse.executors.csr import csr_source
 from schedules.sparse.inspectors import to_bcsr, to_csr, to_ell
 from tvm_ext.errors import ConfigError, InputError, ScheduleError, ShapeError
 from tvm_ext.workloads import lap2d, load_matrix, make_spd, uniform_random
@@ -160,10 +159,8 @@ def test_group_kernels_expose_their_prim_funcs():
 
 def test_consumer_hook_needs_a_parallel_spmm():
     with pytest.raises(ConfigError, match="parallel"):
-        csr_source(CSRParams(lanes=8, unroll=1, parallel=False), "float64", "spmm", _delta_consumer())
-    with pytest.raises(ConfigError, match="spmm"):
-        csr_source(CSRParams(lanes=8, unroll=1, parallel=True), "float64", "spmv", _delta_consumer())
-    src = bcsr_source(BCSRParams(lanes=8, unroll=1, parallel=True), "float64", 2, 2, "spmm", _delta_consumer())
+        csr_spmm_source(CSRParams(lanes=8, unroll=1, parallel=False), "float64", _delta_consumer())
+    src = bcsr_spmm_source(BCSRParams(lanes=8, unroll=1, parallel=True), "float64", 2, 2, _delta_consumer())
     assert "vt = T.axis.spatial(NP - 1, t)" in src and "w[vt, a," in src
 
 

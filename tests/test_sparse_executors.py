@@ -468,27 +468,35 @@ def test_bcsr_spmv_block_shapes_with_alpha_beta(R, C, parallel):
     np.testing.assert_allclose(exe(x, y, alpha=-2.0, beta=3.0), -2.0 * (A32 @ x) + 3.0 * y, **tol("float32"))
 
 
-def test_bcsr_spmv_keeps_one_accumulator_per_block_slot():
-    from schedules.sparse.executors.bcsr import SPMV_SLOT_ACCUMULATORS
-
+def test_bcsr_spmv_keeps_one_partial_sum_per_block_slot():
+    """The generated BCSR SpMV gives each slot of a 3 x 3 block its own partial sum (no add
+    waits on the block's previous column) and tests the block column's edge once per block."""
     text = build(make_bcsr(A32, 3, 3), kind="spmv").prim_func.script()
-    assert "(9,)" in text and "xs" in text  # 3 x 3 slot accumulators, x loaded once per block
-    assert 6 * 6 > SPMV_SLOT_ACCUMULATORS
-    assert "xs" not in build(make_bcsr(A32, 6, 6), kind="spmv").prim_func.script()
+    assert "acc[k * 3 + i_1, 0] = acc[k * 3 + i_1, 0] + a_data[p, i_1, k]" in text  # slot (i, k): sum k*3+i
+    assert "if explicit_kk[p] * 3 + 2 < K:" in text   # the edge test of the whole block column, once
+    assert text.index("if explicit_kk[p] * 3 + 2 < K:") < text.index("for k in T.unroll(3):")
 
 
 @pytest.mark.parametrize("name", ["csr", "bcsr"])
 @pytest.mark.parametrize("kind", ["spmm", "spmv"])
 def test_dynamic_schedule_claims_parts_and_matches_the_fixed_shares(name, kind):
+    """The run-time part claiming of ``codegen.parallel_items`` (the hand-written CSR/BCSR
+    templates kept as oracles in tests/sparse_oracles) against the fixed shares and scipy."""
+    from schedules.sparse.executors import Executor
     from schedules.sparse.executors.codegen import DYNAMIC_PART_WORK
+    from tests.sparse_oracles.bcsr_template import TemplateBCSRKernels
+    from tests.sparse_oracles.csr_template import TemplateCSRKernels
 
     A = canonical_csr(sp.random(300, 280, density=0.3, random_state=7, format="csr", dtype="float32"))
     fmt = BUILDERS[name](A)
-    P = CSRParams if name == "csr" else BCSRParams
+    kernels = TemplateCSRKernels() if name == "csr" else TemplateBCSRKernels()
     n = 8 if kind == "spmm" else 1
     B = dense(280, n, "float32") if n > 1 else dense(280, 1, "float32")[:, 0]
-    exes = {d: build_executor(fmt, n_cols=n, kind=kind, params=P(parallel=True, dynamic=d, parts_per_thread=16))
-            for d in (True, False)}
+    exes = {}
+    for d in (True, False):
+        p = kernels.resolve(fmt, kernels.params_cls(parallel=True, dynamic=d, parts_per_thread=16),
+                            "float32", kind, n, None)
+        exes[d] = Executor(fmt, kernels, p, kind, False, None)
     for dyn, exe in exes.items():
         assert exe.params.dynamic is dyn
         assert ("tvmext_atomic_add" in exe.prim_func.script()) is dyn

@@ -289,7 +289,7 @@ def test_column_major_ell_has_rows_innermost():
     assert col.values[0].shape == (int(np.diff(A.indptr).max()), 20)
 
 
-@pytest.mark.parametrize("fmt_name", ["coo", "dia", "ell", "ell_col", "hyb", "sell"])
+@pytest.mark.parametrize("fmt_name", ["csr", "bcsr", "bcsr33", "coo", "dia", "ell", "ell_col", "hyb", "sell"])
 def test_library_executor_is_generated_and_matches_the_template_oracle(fmt_name):
     """The library's executor for a switched format is the recipe's; the hand-written template it
     replaced (tests/sparse_oracles) gives the same result."""
@@ -298,13 +298,14 @@ def test_library_executor_is_generated_and_matches_the_template_oracle(fmt_name)
 
     A = sp.csr_array(sp.diags([1.0, -2.0, 3.0], [-2, 0, 5], shape=(41, 37), dtype=np.float32))
     A = sp.csr_array(A + sp.csr_array((np.ones(9, np.float32), ([3] * 9, range(0, 36, 4))), shape=A.shape))  # a long row
-    fmt = {"coo": lambda: I.to_coo(A), "dia": lambda: I.to_dia(A, max_fill=1e9),
+    fmt = {"csr": lambda: I.to_csr(A), "bcsr": lambda: I.to_bcsr(A, 2, 2), "bcsr33": lambda: I.to_bcsr(A, 3, 3),
+           "coo": lambda: I.to_coo(A), "dia": lambda: I.to_dia(A, max_fill=1e9),
            "ell": lambda: I.to_ell(A, layout="row"), "ell_col": lambda: I.to_ell(A, layout="col"),
            "hyb": lambda: I.to_hyb(A), "sell": lambda: I.to_sell(A, C=4, sigma=8)}[fmt_name]()
     from bench.sparse_recipes import templates
 
     oracle = templates()[fmt.name]
-    first = {"coo": "explicit_i", "dia": "explicit_d", "ell": "a_data", "ell_col": "a_data",
+    first = {"csr": "offset", "bcsr": "offset", "bcsr33": "offset", "coo": "explicit_i", "dia": "explicit_d", "ell": "a_data", "ell_col": "a_data",
              "hyb": "ell_a_data", "sell": "perm_i"}[fmt_name]
     rng = np.random.default_rng(0)
     for kind, n in (("spmv", 1), ("spmm", 19)):

@@ -5,10 +5,12 @@ for the format's representation and returns an :class:`Executor`
 (``exe(B) -> A @ B``, ``exe(B, C, alpha=, beta=)``, ``exe.prim_func``,
 ``exe.time(B)``).  Each format module also exposes its PrimFunc generators
 (``csr_spmm_primfunc(params, dtype)``...) and its params dataclass, the knobs
-the autotuner varies.  The COO, ELL, DIA, SELL and HYB executors are generated
-from their recipes (``schedules.sparse.recipes``, bound to the container by
-:class:`~schedules.sparse.recipes.container.ContainerKernels`); CSR, BCSR and
-CSB are TVMScript templates.
+the autotuner varies.  The CSR, BCSR, COO, ELL, DIA, SELL and HYB executors are
+generated from their recipes (``schedules.sparse.recipes``, bound to the container
+by :class:`~schedules.sparse.recipes.container.ContainerKernels`); CSB is a
+TVMScript template.  The fused GOGETA kernels build their CSR/BCSR SpMM with a
+row consumer from :mod:`schedules.fusion.fused_spmm_source`
+(``FormatKernels.fused_primfunc``).
 
 >>> sorted(registered_formats())
 ['bcsr', 'coo', 'csb', 'csr', 'dia', 'ell', 'hyb', 'sell']
