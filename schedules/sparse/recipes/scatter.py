@@ -229,7 +229,9 @@ def emit_scatter(f: _Func, nest: SparseNest, kernel, part, *, row_sorted: bool, 
                 # loops from 0 (s_tir's CanonicalizeLoop misses the outer shift in a nested extent)
                 with f.loop("serial", 0, tirx.Min(b * size + size, hi) - b * size, "r") as r:
                     _scale_row(f, nest, tiers, b * size + r)
-            if row_runs and not guards:
+            if row_runs and not guards and not spmv:
+                # segmented sums keep a row's run of a block in vector registers; with one scalar
+                # lane (SpMV) a run saves nothing and its end test costs a load and a branch per entry
                 _blocked_runs(f, nest, tiers, b)
             else:
                 _emit_levels(f, rest, guards, {first.var: b}, update)
