@@ -17,6 +17,7 @@ import numpy as np
 
 from tvm_ext.compile_steps.block_queries import (extent, is_copy, iter_kinds, parallel_min_work,
                                                   root_blocks)
+from tvm_ext.compile_steps.parallel_chunks import balanced_prefix
 from tvm_ext.compile_steps.tile_sizes import largest_divisor
 
 __all__ = ["default_schedule", "default_all", "transpose_tiles", "inline_elementwise", "inline_copies",
@@ -38,7 +39,11 @@ def _spatial_prefix(sch, block, loops) -> list:
 
 def default_schedule(sch, block, threads: int | None = None) -> list[str]:
     """Parallelise the outer spatial loops (if the block is big enough) and vectorise the
-    innermost loop of an element-wise block.  Best effort: a step TVM refuses is skipped."""
+    innermost loop of an element-wise block.  Best effort: a step TVM refuses is skipped.
+
+    The parallel loop fuses as many leading loops as :func:`.parallel_chunks.balanced_prefix`
+    asks for ``threads`` (default: the runtime's), so the static split gives every thread the same work.
+    """
     from tensorize.schedule_steps import schedule_refusals
     from tvm_ext.target import num_threads
 
@@ -73,12 +78,8 @@ def default_schedule(sch, block, threads: int | None = None) -> list[str]:
     if work < parallel_min_work(sch, block) or threads <= 1:
         return steps
     prefix = _spatial_prefix(sch, block, loops)
-    take, span = [], 1
-    for lp, e in zip(prefix, extents):
-        take.append(lp)
-        span *= e
-        if span >= 4 * threads:
-            break
+    take = prefix[:balanced_prefix(extents[:len(prefix)], threads)]
+    span = int(np.prod(extents[:len(take)])) if take else 1
     if span < 2:
         return steps
     try:

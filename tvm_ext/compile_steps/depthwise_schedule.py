@@ -82,11 +82,14 @@ def depthwise_block(sch) -> Any | None:
     return block
 
 
-def depthwise_schedule(func, lanes: int, registers: int = 16):
+def depthwise_schedule(func, lanes: int, registers: int = 16, threads: int | None = None):
     """A ``tvm.s_tir.Schedule`` of ``func`` with the depthwise schedule, or None when ``func`` is not one.
 
     ``lanes``: float elements per vector register (:meth:`tvm_ext.target.HardwareFacts.lanes`);
-    ``registers``: vector registers (:attr:`tvm_ext.target.HardwareFacts.vector_registers`).
+    ``registers``: vector registers (:attr:`tvm_ext.target.HardwareFacts.vector_registers`);
+    ``threads``: threads the parallel loop is split for (default: the runtime's): the output rows,
+    and the row's pixel groups where the rows alone do not split evenly
+    (:func:`.parallel_chunks.balanced_prefix`).
 
     >>> depthwise_schedule(None, 8) is None
     True
@@ -95,6 +98,8 @@ def depthwise_schedule(func, lanes: int, registers: int = 16):
 
     from tvm_ext.compile_steps.block_queries import parallel_min_work as _parallel_min_work
     from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
+    from tvm_ext.compile_steps.parallel_chunks import balanced_prefix
+    from tvm_ext.target import num_threads
 
     if func is None:
         return None
@@ -128,10 +133,13 @@ def depthwise_schedule(func, lanes: int, registers: int = 16):
         wo, wi = sch.split(w, [None, px])
         co, ci = sch.split(c, [None, vec])
         sch.reorder(n, h, wo, co, *window, wi, ci)
-        rows = sch.fuse(n, h)
+        work = int(sch.get(n).extent) * int(sch.get(h).extent) * width * channels
+        outer = [n, h, wo]
+        take = max(2, balanced_prefix([int(sch.get(lp).extent) for lp in outer], threads or num_threads()))
+        rows = sch.fuse(*outer[:take])
         if tail:
             sch.reverse_compute_at(sch.get_sblock(sch.get(tail[-1]).name_hint), co)
-        if int(sch.get(rows).extent) * width * channels >= _parallel_min_work(sch, block):
+        if work >= _parallel_min_work(sch, block):
             sch.parallel(rows)
         for lp in window:
             sch.unroll(lp)

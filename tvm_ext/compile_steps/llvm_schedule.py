@@ -254,7 +254,7 @@ def _depthwise_candidate(func, tgt):
     from tvm_ext.target import hardware_facts
 
     facts = hardware_facts(tgt)
-    sch = depthwise_schedule(func, facts.lanes("float32"), facts.vector_registers)
+    sch = depthwise_schedule(func, facts.lanes("float32"), facts.vector_registers, facts.cores)
     return None if sch is None else sch.mod["main"]
 
 
