@@ -203,10 +203,12 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
     if not _close(exe(B), ref, dtype):
         raise AssertionError(f"{name} N={n}: our {plan.label} executor disagrees with scipy")
     out = np.empty(ref.shape, dtype)
+    settle()  # the previous case's peers' OpenMP workers spin ~0.1 s of CPU after their last call
     with threadpool_limits(limits=1, user_api="blas"):  # numpy's BLAS pool must not fight TVM's
         t_call = time_python(lambda: exe(B), repeat=repeat, min_repeat_s=min_s).min
         t_out = time_python(lambda: exe(B, out=out), repeat=repeat, min_repeat_s=min_s).min
         t_kernel = exe.time(B, repeat=repeat, min_repeat_ms=int(min_s * 1e3)).min
+    settle()
     warm, t_warm, t_build = _median_warm_inspect(A, n)
     meas = warm.choice.measurement
     phases = {"features": warm.features_seconds, "measure": meas.spent_seconds if meas else 0.0,
@@ -249,6 +251,7 @@ def main() -> None:
     copy_bw = copy_bandwidth(64 << 20 if args.quick else 256 << 20)
     overhead = call_overhead(args.dtype, loops=2000 if args.quick else 20000)
     run = BenchRun("sparse_numpy_call", out_dir=args.out)
+    load_before = os.getloadavg()[0]
     rng = np.random.default_rng(0)
     for name, load in mats.items():
         A = canonical_csr(load(), dtype=args.dtype)
@@ -260,6 +263,7 @@ def main() -> None:
                   f"MKL {row.get('mkl_ms', float('nan')):.3f}, MKL I/E {row.get('mkl_ie_ms', float('nan')):.3f}",
                   flush=True)
     run.add({"matrix": "call-overhead", **overhead})
+    run.add({"matrix": "load-average", "before": load_before, "after": os.getloadavg()[0]})
     _report(run, copy_bw, overhead)
 
 
@@ -274,6 +278,10 @@ def _summary(rows: list[dict], key: str) -> str:
 def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
     rows = [r for r in run.rows if "N" in r]
     print(run.header())
+    load = next((r for r in run.rows if r.get("matrix") == "load-average"), None)
+    if load:
+        print(f"1-minute load average {load['before']:.2f} before, {load['after']:.2f} after "
+              f"(a run on a loaded machine reads contention, not cost)")
     print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; gbs = (bytes of A + B + C) / time of exe(B)\n")
     cols = ["matrix", "N", "nnz", "format", "ours_ms", "ours_out_ms", "kernel_ms"] + \
         [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_ie", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs",
