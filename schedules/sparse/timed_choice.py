@@ -18,6 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from schedules.sparse.choice import BASELINE_FORMATS, Candidate, Choice, Measurement
+from schedules.sparse.inspectors import BCSR_THREADED_NNZ, host_threads
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 
 __all__ = ["MEASURE_MIN_NNZ", "MEASURE_NNZ", "MEASURE_ROW_FRACTION", "MEASURE_OVERRIDE", "BLOCK_ALIGN",
@@ -131,7 +132,8 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     there, so that no timed run shares the cores with it (``built=True`` says so: the model's
     choice then costs nothing more to keep).  ``expected_runs`` prices construction: a faster
     candidate is kept only when its gain per run over that many runs pays for its inspector
-    (:meth:`Measurement.pays`, the inspectors timed on the block); ``None`` does not price it.
+    (:meth:`Measurement.pays`, the inspectors timed on the block on one thread, divided by the
+    threads the whole matrix's inspectors split over); ``None`` does not price it.
     Returns ``choice`` unchanged when there is nothing
     to compare, else a :class:`Choice` naming the kept candidate, with the
     :class:`Measurement`.
@@ -154,6 +156,8 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     # the operand's values do not change a kernel's time (a normal constant: no subnormal slow path)
     B = np.full((block.shape[1], n_cols) if n_cols > 1 else block.shape[1], 0.5, dtype=csr.dtype)
     exes, failed, build_seconds = _build_on_block(block, cands, n_cols, target)
+    if csr.nnz >= BCSR_THREADED_NNZ:  # the whole matrix's inspector splits over the threads
+        build_seconds = {k: v / host_threads() for k, v in build_seconds.items()}
     waited = time.perf_counter()
     if before_runs is not None:
         before_runs()
@@ -180,9 +184,11 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
 def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
                     target: Any) -> tuple[dict[str, Any], dict[str, str], dict[str, float]]:
     """Each candidate's executor on ``block`` (by label), why the others could not be built,
-    and each built one's inspector seconds on the block."""
+    and each built one's inspector seconds on the block.  The inspectors run on this thread
+    alone (:func:`~schedules.sparse.inspectors.inspector_threads`): the model's choice is
+    being built on the other cores meanwhile (:func:`~schedules.sparse.plan.inspect`)."""
     from schedules.sparse.executors import build_executor
-    from schedules.sparse.inspectors import INSPECTORS
+    from schedules.sparse.inspectors import INSPECTORS, inspector_threads
 
     kind = "spmv" if n_cols == 1 else "spmm"
     failed: dict[str, str] = {}
@@ -191,7 +197,8 @@ def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
     for cand in cands:
         try:
             t0 = time.perf_counter()
-            fmt = INSPECTORS[cand.format](block, **cand.args, check_finite=False)  # the caller's matrix
+            with inspector_threads(1):
+                fmt = INSPECTORS[cand.format](block, **cand.args, check_finite=False)  # the caller's matrix
             seconds[cand.label] = time.perf_counter() - t0
             exes[cand.label] = build_executor(fmt, n_cols, kind=kind, target=target)
         except Exception as err:  # a candidate that cannot be built on the block is reported, not fatal
