@@ -306,3 +306,44 @@ def test_a_model_path_that_is_a_fifo_is_not_a_regular_file(tmp_path, suffix):
         load(str(fifo))
     with pytest.raises(InputError, match="no such file"):
         load(str(tmp_path / f"missing{suffix}"))
+
+
+def test_the_hot_path_hands_over_the_arrays_and_a_refused_input_takes_the_checked_path():
+    """Two inputs: arrays that pass the checks go to the VM function themselves; a dtype equal to the
+    planned one but another descriptor object still does; a read-only second input is viewed by the
+    checked path (a TVM tensor over the same memory); a non-contiguous one is an error naming it."""
+    model = tc.compile(_add_mul_module())
+    spy = _spy(model)
+    xa, xb = model.random_inputs(4)
+    (y,) = model(xa, xb)
+    assert all(type(a) is np.ndarray for a in spy.args)
+    assert [_address(a) for a in spy.args] == [xa.ctypes.data, xb.ctypes.data]
+    np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)
+    tagged = np.dtype("float32", metadata={"unit": "m"})  # == float32, not the same object
+    assert tagged == xa.dtype and tagged is not xa.dtype
+    (y2,) = model(xa.view(tagged), xb)
+    assert type(spy.args[0]) is np.ndarray
+    np.testing.assert_array_equal(y2, y)
+    ro = xb.copy()
+    ro.flags.writeable = False
+    (y3,) = model(xa, ro)
+    assert type(spy.args[1]) is not np.ndarray and _address(spy.args[1]) == ro.ctypes.data
+    np.testing.assert_array_equal(y3, y)
+    with pytest.raises(InputError, match="input 'b': not C-contiguous"):
+        model(xa, np.asfortranarray(xb))
+
+
+def test_replacing_the_function_rebuilds_the_hot_path(mlp):
+    """``NumpyCall.function`` is what both paths call: setting it is seen by the next call."""
+    _, model = mlp
+    x = model.random_inputs(3)[0]
+    calls = []
+    original = model._call.function
+    model._call.function = lambda *args: calls.append(len(args)) or original(*args)
+    try:
+        (y,) = model(x)
+        model(x=x)  # by name: the checked path
+    finally:
+        model._call.function = original
+    assert calls == [1, 1]
+    np.testing.assert_array_equal(y, model(x)[0])

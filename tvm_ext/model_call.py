@@ -86,6 +86,58 @@ def _describe(shape: tuple[int, ...], dtype: np.dtype) -> str:
     return f"shape {shape} {dtype.name}"
 
 
+def _hot_path(function: Any, checks: list[tuple[tuple[int, ...], np.dtype]], tensor_type: type,
+              checked_call: Any, *, in_place: bool) -> Any:
+    """``call(*inputs, **named)`` for one VM function: the in-place fast path, else ``checked_call``.
+
+    An input goes to ``function`` as it is (the FFI call takes its DLPack view) when it is an ndarray
+    of the planned shape and dtype and its flags word says C-contiguous, element-aligned and
+    writable; every other call, and every call when ``in_place`` is false (kernels that assume more
+    than element alignment), goes to ``checked_call(inputs, named)``.
+
+    The path is one Python frame whose names are closure cells, with a branch of its own for a
+    one-input function, and a dtype compared by identity first (numpy hands out one descriptor per
+    builtin dtype): after a model's kernels have evicted the caches, every bytecode, attribute
+    lookup and temporary object of this layer is a cache (and TLB) miss, microseconds in all (see
+    ``bench.models.call_overhead_us``), so it does as little as the checks allow.
+
+    >>> import tvm_ffi
+    >>> t = type(tvm_ffi.from_dlpack(np.zeros(1, "float32")))
+    >>> call = _hot_path(lambda x: tvm_ffi.from_dlpack(x), [((3,), np.dtype("float32"))], t,
+    ...                  lambda inputs, named: "checked", in_place=True)
+    >>> call(np.ones(3, "float32"))[0].tolist(), call(np.ones(4, "float32"))
+    ([1.0, 1.0, 1.0], 'checked')
+    """
+    ndarray, to_numpy, flags_needed = np.ndarray, np.from_dlpack, _IN_PLACE
+    if not in_place:
+        def call(*inputs: Any, **named: Any) -> list[np.ndarray]:
+            return checked_call(inputs, named)
+    elif len(checks) == 1:
+        ((shape, dtype),) = checks
+
+        def call(*inputs: Any, **named: Any) -> list[np.ndarray]:
+            if len(inputs) == 1 and not named:
+                x = inputs[0]
+                if type(x) is ndarray and x.shape == shape and (x.dtype is dtype or x.dtype == dtype) \
+                        and x.flags.num & flags_needed == flags_needed:
+                    out = function(x)
+                    return [to_numpy(out)] if type(out) is tensor_type else numpy_outputs(out)
+            return checked_call(inputs, named)
+    else:
+        arity = len(checks)
+
+        def call(*inputs: Any, **named: Any) -> list[np.ndarray]:
+            if len(inputs) == arity and not named:
+                for (shape, dtype), x in zip(checks, inputs):
+                    if not (type(x) is ndarray and x.shape == shape and (x.dtype is dtype or x.dtype == dtype)
+                            and x.flags.num & flags_needed == flags_needed):
+                        return checked_call(inputs, named)
+                out = function(*inputs)
+                return [to_numpy(out)] if type(out) is tensor_type else numpy_outputs(out)
+            return checked_call(inputs, named)
+    return call
+
+
 class NumpyCall:
     """One VM function called on numpy arrays: DLPack views in, DLPack views out.
 
@@ -99,43 +151,38 @@ class NumpyCall:
                  alignment: int = 0):
         import tvm_ffi
 
-        self.function = vm[function]  # looked up once, not at every call
         self.specs = [(str(n), tuple(int(d) for d in s), np.dtype(dt)) for n, s, dt in specs]
         self.names = [n for n, _, _ in self.specs]
         self.alignment = int(alignment)
         #: per parameter: (shape, dtype, the address alignment DLPack must check), built once
         self._plan = [(s, d, self.alignment or d.itemsize) for _, s, d in self.specs]
-        #: per parameter: (shape, dtype), what the hot path compares an input against
-        self._checks = [(s, d) for _, s, d in self.specs]
-        self._arity = len(self.specs)
         #: inputs copied because they were off the kernels' alignment (the only copies this path makes)
         self.aligned_copies = 0
         self._from_dlpack = tvm_ffi.from_dlpack
         self._tensor_type = type(tvm_ffi.from_dlpack(np.zeros(1, "float32")))  # what the VM returns
+        self.function = vm[function]  # looked up once, not at every call; builds :attr:`call`
+
+    @property
+    def function(self) -> Any:
+        """The VM function this calls; setting it rebuilds :attr:`call` around the new one."""
+        return self._function
+
+    @function.setter
+    def function(self, fn: Any) -> None:
+        self._function = fn
+        #: ``call(*inputs, **named)``: what ``model(x)`` runs (see :func:`_hot_path`)
+        self.call = _hot_path(fn, [(s, d) for _, s, d in self.specs], self._tensor_type, self._checked_call,
+                              in_place=not self.alignment)
 
     def __call__(self, *inputs: Any, **named: Any) -> list[np.ndarray]:
-        """Run the function; the outputs as numpy arrays over the VM's own buffers.
+        """Run the function; the outputs as numpy arrays over the VM's own buffers (see :attr:`call`)."""
+        return self.call(*inputs, **named)
 
-        Hot path (element-aligned kernels): each input that is an ndarray of the planned shape and
-        dtype, C-contiguous, element-aligned and writable goes to the VM function as it is; the FFI
-        call views it through DLPack (no copy, no Python-level tensor object).  Anything else takes
-        :meth:`tensors`, which raises the one clear error or builds the view (read-only arrays,
-        alignment copies).
-        """
-        if named or len(inputs) != self._arity:
-            inputs = self._arrange(inputs, named)
-        if self.alignment:
-            inputs = self.tensors(inputs)
-        else:
-            for (shape, dtype), a in zip(self._checks, inputs):
-                if not (type(a) is np.ndarray and a.shape == shape and a.dtype == dtype
-                        and a.flags.num & _IN_PLACE == _IN_PLACE):
-                    inputs = self.tensors(inputs)
-                    break
-        out = self.function(*inputs)
-        if type(out) is self._tensor_type:  # one output: the common case, without the generic walk
-            return [np.from_dlpack(out)]
-        return numpy_outputs(out)
+    def _checked_call(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[np.ndarray]:
+        """The call for inputs the hot path did not take: checked views (one clear error, or a copy
+        of a misaligned input), then the function."""
+        out = self._function(*self.tensors(inputs, named))
+        return [np.from_dlpack(out)] if type(out) is self._tensor_type else numpy_outputs(out)
 
     def tensors(self, inputs: Sequence[Any], named: dict[str, Any] | None = None) -> list:
         """The inputs as TVM tensors over the caller's memory (checked; no copy unless misaligned)."""
