@@ -479,9 +479,10 @@ def test_bcsr_spmv_keeps_one_partial_sum_per_block_slot():
 
 @pytest.mark.parametrize("name", ["csr", "bcsr"])
 @pytest.mark.parametrize("kind", ["spmm", "spmv"])
-def test_dynamic_schedule_claims_parts_and_matches_the_fixed_shares(name, kind):
-    """The run-time part claiming of ``codegen.parallel_items`` (the hand-written CSR/BCSR
-    templates kept as oracles in tests/sparse_oracles) against the fixed shares and scipy."""
+@pytest.mark.parametrize("side", ["generated", "template"])
+def test_dynamic_schedule_claims_parts_and_matches_the_fixed_shares(name, kind, side):
+    """Run-time part claiming in the library's (generated) executors and in the hand-written
+    templates kept as oracles (tests/sparse_oracles), against the fixed shares and scipy."""
     from schedules.sparse.executors import Executor
     from schedules.sparse.executors.codegen import DYNAMIC_PART_WORK
     from tests.sparse_oracles.bcsr_template import TemplateBCSRKernels
@@ -489,14 +490,18 @@ def test_dynamic_schedule_claims_parts_and_matches_the_fixed_shares(name, kind):
 
     A = canonical_csr(sp.random(300, 280, density=0.3, random_state=7, format="csr", dtype="float32"))
     fmt = BUILDERS[name](A)
-    kernels = TemplateCSRKernels() if name == "csr" else TemplateBCSRKernels()
+    P = CSRParams if name == "csr" else BCSRParams
     n = 8 if kind == "spmm" else 1
     B = dense(280, n, "float32") if n > 1 else dense(280, 1, "float32")[:, 0]
     exes = {}
     for d in (True, False):
-        p = kernels.resolve(fmt, kernels.params_cls(parallel=True, dynamic=d, parts_per_thread=16),
-                            "float32", kind, n, None)
-        exes[d] = Executor(fmt, kernels, p, kind, False, None)
+        params = P(parallel=True, dynamic=d, parts_per_thread=16)
+        if side == "generated":
+            exes[d] = build_executor(fmt, n_cols=n, kind=kind, params=params)
+        else:
+            kernels = TemplateCSRKernels() if name == "csr" else TemplateBCSRKernels()
+            exes[d] = Executor(fmt, kernels, kernels.resolve(fmt, params, "float32", kind, n, None), kind,
+                               False, None)
     for dyn, exe in exes.items():
         assert exe.params.dynamic is dyn
         assert ("tvmext_atomic_add" in exe.prim_func.script()) is dyn

@@ -10,13 +10,11 @@ accumulator vectors in registers.  SpMV keeps one accumulator per block slot (bl
 most :data:`SPMV_SLOT_ACCUMULATORS` slots) and loads the block's ``C`` entries of ``x`` once;
 larger blocks accumulate per row.
 
->>> f = bcsr_spmv_primfunc(TemplateBCSRParams(lanes=16, unroll=1), "float32", 2, 3)
+>>> f = bcsr_spmv_primfunc(BCSRParams(lanes=16, unroll=1), "float32", 2, 3)
 >>> [int(x) for x in f.params[2].shape[1:]]
 [2, 3]
 """
 from __future__ import annotations
-
-from dataclasses import dataclass
 
 from schedules.fusion.fused_spmm_source import bcsr_spmm_source, check_block
 from schedules.sparse.executors.bcsr import BCSRKernels, BCSRParams
@@ -27,18 +25,12 @@ from schedules.sparse.executors.partition import balanced_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 from schedules.sparse.executors.tiles import column_tiers, emit_row_blocks
 
-__all__ = ["TemplateBCSRKernels", "TemplateBCSRParams", "bcsr_spmm_primfunc", "bcsr_spmv_primfunc",
+__all__ = ["TemplateBCSRKernels", "bcsr_spmm_primfunc", "bcsr_spmv_primfunc",
            "bcsr_source", "SPMV_SLOT_ACCUMULATORS"]
 
 #: Blocks of at most this many slots get the SpMV kernel with one accumulator per slot.
 SPMV_SLOT_ACCUMULATORS = 32
 
-
-@dataclass(frozen=True)
-class TemplateBCSRParams(BCSRParams):
-    """The library's BCSR knobs plus ``dynamic`` (parts claimed at run time)."""
-
-    dynamic: bool | None = False
 
 
 def _emit_spmv_slots(code: Code, params: ExecParams, dtype: str, R: int, C: int) -> None:
@@ -109,20 +101,20 @@ def bcsr_source(params: ExecParams, dtype: str, R: int, C: int, kind: str = "spm
 def bcsr_spmm_primfunc(params: ExecParams | None = None, dtype: str = "float32", R: int = 2,
                        C: int = 2, *, n_cols: int | None = None, target=None):
     """The template's BCSR SpMM PrimFunc for R x C blocks."""
-    p = (params or TemplateBCSRParams()).resolve(check_dtype(dtype), n_cols, target, acc_rows=R)
+    p = (params or BCSRParams()).resolve(check_dtype(dtype), n_cols, target, acc_rows=R)
     return parse_prim_func(bcsr_source(p, dtype, R, C, "spmm"))
 
 
 def bcsr_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32", R: int = 2,
                        C: int = 2, *, target=None):
     """The template's BCSR SpMV PrimFunc for R x C blocks."""
-    p = (params or TemplateBCSRParams()).resolve(check_dtype(dtype), 1, target, acc_rows=R)
+    p = (params or BCSRParams()).resolve(check_dtype(dtype), 1, target, acc_rows=R)
     return parse_prim_func(bcsr_source(p, dtype, R, C, "spmv"))
 
 
 class TemplateBCSRKernels(FormatKernels):
     format_name = "bcsr"
-    params_cls = TemplateBCSRParams
+    params_cls = BCSRParams
 
     check = BCSRKernels.check  # the library's own validation of the container
 

@@ -9,15 +9,13 @@ spatial block per (row, column tile), the row's non-zeros accumulated in registe
 written once.  SpMV: one row per block, ``unroll`` interleaved partial sums.  Rows are split
 into non-zero-balanced parts for ``T.parallel``; ``dynamic`` parts are claimed at run time.
 
->>> f = csr_spmv_primfunc(TemplateCSRParams(lanes=16, unroll=2), "float32")
+>>> f = csr_spmv_primfunc(CSRParams(lanes=16, unroll=2), "float32")
 >>> [b.name for b in f.params[:3]]
 ['indptr', 'indices', 'data']
 """
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass
-
 from schedules.fusion.fused_spmm_source import csr_spmm_source
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers, dynamic_parts,
                                                 parallel_items, parse_prim_func, prim_func_source,
@@ -26,19 +24,12 @@ from schedules.sparse.executors.csr import CSRKernels, CSRParams
 from schedules.sparse.executors.partition import balanced_parts
 from schedules.sparse.executors.spec import ExecParams, FormatKernels
 
-__all__ = ["TemplateCSRKernels", "TemplateCSRParams", "csr_spmm_primfunc", "csr_spmv_primfunc",
+__all__ = ["TemplateCSRKernels", "csr_spmm_primfunc", "csr_spmv_primfunc",
            "csr_source", "SPMV_PARTIAL_SUMS"]
 
 #: Default interleaved partial sums of the CSR SpMV kernel.
 SPMV_PARTIAL_SUMS = 4
 
-
-@dataclass(frozen=True)
-class TemplateCSRParams(CSRParams):
-    """The library's CSR knobs plus ``dynamic``: the threads of a parallel kernel claim the
-    parts at run time (:func:`~schedules.sparse.executors.codegen.parallel_items`)."""
-
-    dynamic: bool | None = False
 
 
 def _emit_spmv(code: Code, params: ExecParams, dtype: str) -> None:
@@ -90,13 +81,13 @@ def csr_source(params: ExecParams, dtype: str, kind: str = "spmm") -> str:
 def csr_spmm_primfunc(params: ExecParams | None = None, dtype: str = "float32", *,
                       n_cols: int | None = None, target=None):
     """The template's CSR SpMM PrimFunc."""
-    p = (params or TemplateCSRParams()).resolve(check_dtype(dtype), n_cols, target)
+    p = (params or CSRParams()).resolve(check_dtype(dtype), n_cols, target)
     return parse_prim_func(csr_source(p, dtype, "spmm"))
 
 
 def csr_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32", *, target=None):
     """The template's CSR SpMV PrimFunc."""
-    p = params or TemplateCSRParams()
+    p = params or CSRParams()
     if p.unroll is None:
         p = dataclasses.replace(p, unroll=SPMV_PARTIAL_SUMS)
     return parse_prim_func(csr_source(p.resolve(check_dtype(dtype), 1, target), dtype, "spmv"))
@@ -104,7 +95,7 @@ def csr_spmv_primfunc(params: ExecParams | None = None, dtype: str = "float32", 
 
 class TemplateCSRKernels(FormatKernels):
     format_name = "csr"
-    params_cls = TemplateCSRParams
+    params_cls = CSRParams
 
     check = CSRKernels.check  # the library's own validation of the container
 

@@ -37,7 +37,12 @@ MAX_BLOCK = 16
 class BCSRParams(ExecParams):
     """BCSR knobs (see :class:`ExecParams`).  The block shape R x C belongs to the format (its
     inspector's knob); ``unroll`` defaults so that the ``R * unroll`` accumulators fit in the
-    vector registers."""
+    vector registers.  ``dynamic``: as :class:`~schedules.sparse.executors.csr.CSRParams`."""
+
+    dynamic: bool | None = False
+
+    def kernel_key(self) -> tuple:
+        return super().kernel_key() + (bool(self.dynamic),)
 
 
 def _recipe(R: int, C: int):

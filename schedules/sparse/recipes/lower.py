@@ -424,7 +424,9 @@ def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
             chains = kernel.chains(tier.unroll * rows, spmv)
             _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner, guards, perm)
 
-    if part is not None:
+    if part is not None and getattr(kernel, "dynamic", False):
+        emit_claimed_parts(f, part, row_body)
+    elif part is not None:
         NP = part.shape[0]
         with f.loop("parallel", 0, NP - 1, "t") as t:
             with f.loop("serial", part[t], part[t + 1], "i") as i:
@@ -432,6 +434,49 @@ def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
     else:
         with f.loop("serial", 0, outer.hi, "i") as i:
             row_body(i)
+
+
+def emit_claimed_parts(f: "_Func", part, body: Callable) -> None:
+    """``body(i)`` for every outer iteration ``i`` of the parts of ``part``, the threads claiming
+    parts at run time (OpenMP's dynamic schedule; ``tvmext_atomic_add`` of ``csrc/tvmext_p2p.c``,
+    loaded by :func:`~schedules.sparse.executors.codegen.resolve_dynamic`).
+
+    The same protocol as :func:`~schedules.sparse.executors.codegen.parallel_items`: the
+    iterations of the first half of the parallel loop claim parts from the front, the others
+    from the back, a shared count of claimed parts keeping the two ends from crossing, so with
+    two threads each sweeps contiguous rows; each iteration claims until none is left.
+    """
+    from tvm import tirx
+
+    T = f.T
+    NP = part.shape[0]
+    nxt = T.alloc_buffer((3,), "int32")
+    f.IRBuilder.name("part_next", nxt)
+    claim = T.alloc_buffer((NP,), "int32")
+    f.IRBuilder.name("part_claim", claim)
+
+    def add(slot):
+        return T.call_extern("int32", "tvmext_atomic_add", T.address_of(nxt[0]),
+                             tirx.const(slot, "int32"), tirx.const(1, "int32"))
+
+    def claim_next(t):
+        f.store(claim, tirx.const(-1, "int32"), [t])
+        with T.If(add(0) < NP - 1):
+            with T.Then():
+                with T.If(t * 2 < NP - 1):
+                    with T.Then():
+                        f.store(claim, add(1), [t])
+                    with T.Else():
+                        f.store(claim, NP - 2 - add(2), [t])
+
+    with f.loop("serial", 0, 3, "c") as c:
+        f.store(nxt, tirx.const(0, "int32"), [c])
+    with f.loop("parallel", 0, NP - 1, "t") as t:
+        claim_next(t)
+        with T.While(claim[t] >= 0):
+            with f.loop("serial", part[claim[t]], part[claim[t] + 1], "i") as i:
+                body(i)
+            claim_next(t)
 
 
 #: Constant inner loops up to this trip count are unrolled (a block's rows/columns).

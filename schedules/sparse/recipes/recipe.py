@@ -321,8 +321,13 @@ def _resolve(params: ExecParams | None, dtype: str, kind: str, n_cols, target, w
         from schedules.sparse.executors.csr import SPMV_PARTIAL_SUMS
 
         p = dataclasses.replace(p, unroll=SPMV_PARTIAL_SUMS)
-    return p.resolve(dtype, n_cols if kind == "spmm" else 1, target, work=work,
-                     acc_rows=acc_rows if kind == "spmm" else 1)
+    p = p.resolve(dtype, n_cols if kind == "spmm" else 1, target, work=work,
+                  acc_rows=acc_rows if kind == "spmm" else 1)
+    if getattr(p, "dynamic", False) is not False:
+        from schedules.sparse.executors.codegen import resolve_dynamic
+
+        p = resolve_dynamic(p)
+    return p
 
 
 class RecipeKernels(FormatKernels):
@@ -360,6 +365,8 @@ class RecipeKernels(FormatKernels):
         return out
 
     def _part(self, fmt, nest, params, threads, part_kind: str) -> np.ndarray:
+        from schedules.sparse.executors.codegen import dynamic_parts
+
         n = params.n_parts(threads)
         if part_kind == "tiles":
             return uniform_parts(-(-fmt.shape[0] // params.lanes), n)
@@ -373,8 +380,9 @@ class RecipeKernels(FormatKernels):
         offset = nest.buffer_of(Role.OFFSET)
         if offset is not None and len(nest.levels) > 1 and any(
                 b.same_as(offset) for b in loads(nest.levels[1].lo)):
-            return balanced_parts(fmt.arrays[offset.name], n, item_cost=1.0)
-        return uniform_parts(-(-fmt.shape[0] // rows), n)
+            return balanced_parts(fmt.arrays[offset.name], dynamic_parts(params, threads, self.nnz(fmt)),
+                                  item_cost=1.0)
+        return uniform_parts(-(-fmt.shape[0] // rows), dynamic_parts(params, threads, self.nnz(fmt)))
 
     def nnz(self, fmt) -> int:
         return fmt.slots

@@ -35,11 +35,13 @@ __all__ = ["MicroKernel", "Reorder", "RowTile", "Scatter"]
 @dataclass(frozen=True)
 class MicroKernel:
     """Resolved micro-kernel knobs: vector ``lanes`` over N, ``unroll`` vectors per row tile,
-    ``parallel`` parts; SpMV interleaves ``unroll`` partial sums."""
+    ``parallel`` parts (``dynamic``: claimed by the threads at run time); SpMV interleaves
+    ``unroll`` partial sums."""
 
     lanes: int
     unroll: int
     parallel: bool
+    dynamic: bool = False
 
     def chains(self, tier_unroll: int, spmv: bool) -> int:
         """Independent partial-sum sets: enough FMA chains in flight (``MIN_CHAINS``)."""
@@ -49,7 +51,8 @@ class MicroKernel:
 
     @classmethod
     def from_params(cls, params) -> "MicroKernel":
-        return cls(int(params.lanes), int(params.unroll), bool(params.parallel))
+        return cls(int(params.lanes), int(params.unroll), bool(params.parallel),
+                   bool(getattr(params, "dynamic", False)) and bool(params.parallel))
 
 
 @dataclass(frozen=True)
