@@ -84,13 +84,16 @@ def test_bandwidth_from_the_rows_extremes_when_the_diagonal_count_stops():
 
 
 class _Clock:
-    """A stand-in executor: writes the product of a fixed matrix, counts its calls."""
+    """A stand-in executor: writes the product of a fixed matrix, counts its calls (and logs
+    its name in ``log`` when given one)."""
 
-    def __init__(self):
-        self.shape, self.calls = (3, 3), 0
+    def __init__(self, name="", log=None):
+        self.shape, self.calls, self.name, self.log = (3, 3), 0, name, log
 
     def __call__(self, B, out):
         self.calls += 1
+        if self.log is not None:
+            self.log.append(self.name)
         np.matmul(np.eye(3, dtype=B.dtype), B, out=out)
 
 
@@ -98,9 +101,17 @@ def test_timed_rounds_stop_once_settled_but_not_before_the_minimum():
     exes = {"a": _Clock(), "b": _Clock()}
     B = np.ones((3, 2), np.float32)
     runs = _interleaved_runs(exes, B, 5, min_rounds=3, settled=lambda r: True)
-    assert [len(t) for t in runs.values()] == [3, 3] and exes["a"].calls == 3
+    assert [len(t) for t in runs.values()] == [3, 3] and exes["a"].calls == 3 + 1  # and the untimed round
     runs = _interleaved_runs(exes, B, 5, min_rounds=3, settled=lambda r: False)
     assert [len(t) for t in runs.values()] == [5, 5]
+
+
+def test_every_candidate_takes_its_turn_first_in_a_round():
+    log: list[str] = []
+    exes = {k: _Clock(k, log) for k in "abc"}
+    _interleaved_runs(exes, np.ones((3, 2), np.float32), 4)
+    rounds = [log[i:i + 3] for i in range(0, len(log), 3)]
+    assert rounds == [list("abc"), list("abc"), list("bca"), list("cab"), list("abc")]  # untimed round first
 
 
 @needs_cc

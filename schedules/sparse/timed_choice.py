@@ -30,7 +30,7 @@ __all__ = ["MEASURE_MIN_NNZ", "MEASURE_NNZ", "MEASURE_ROW_FRACTION", "MEASURE_OV
 MEASURE_MIN_NNZ = 250_000
 #: Non-zeros of the row block the candidates are timed on (a contiguous block from the middle) ...
 MEASURE_NNZ = 250_000
-#: ... and at most this share of the rows (with ``repeat=5`` runs per candidate, timing three
+#: ... and at most this share of the rows (with ``repeat=7`` runs per candidate, timing three
 #: candidates costs under one product of the whole matrix, plus their inspectors on the block).
 MEASURE_ROW_FRACTION = 0.05
 
@@ -107,7 +107,7 @@ def _window(csr: Any, a: int, b: int) -> Any:
 
 def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: float = 0.15,
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
-                             max_row_fraction: float = 1.0, repeat: int = 5, min_rounds: int = 3,
+                             max_row_fraction: float = 1.0, repeat: int = 7, min_rounds: int = 3,
                              override: float = MEASURE_OVERRIDE, target: Any = None,
                              before_runs: Callable[[], Any] | None = None,
                              expected_runs: float | None = None, built: bool = False) -> Choice:
@@ -239,16 +239,24 @@ def _interleaved_runs(exes: dict[str, Any], B: np.ndarray, rounds: int, *, min_r
 
     Taking turns spreads a burst of other load over every candidate alike (timing one
     candidate's runs back to back would hand the burst to one of them); a round's
-    times are compared with each other (:attr:`Measurement.ratios`).  From
-    ``min_rounds`` rounds on, the runs stop as soon as ``settled(runs)`` holds.
+    times are compared with each other (:attr:`Measurement.ratios`).  An untimed
+    round runs first (each executor's first call, its arrays' first reads), and
+    each round starts one candidate further along (round ``r`` at candidate
+    ``r mod k``): the first run of a round wakes the parked thread pool, a cost
+    that would otherwise fall on one candidate every round.  From ``min_rounds``
+    rounds on, the runs stop as soon as ``settled(runs)`` holds.
     """
     # written once here, so no round pays the first touch of its output pages
     outs = {label: np.full(exe.shape[:1] + B.shape[1:], 0, B.dtype) for label, exe in exes.items()}
     runs: dict[str, list[float]] = {label: [] for label in exes}
     rounds = max(int(rounds), 1)
     first_check = rounds if settled is None or min_rounds is None else max(int(min_rounds), 1)
+    order = list(exes.items())
+    for label, exe in order:
+        exe(B, out=outs[label])
     for done in range(1, rounds + 1):
-        for label, exe in exes.items():
+        turn = (done - 1) % len(order)
+        for label, exe in order[turn:] + order[:turn]:
             t0 = time.perf_counter()
             exe(B, out=outs[label])
             runs[label].append(time.perf_counter() - t0)
