@@ -9,7 +9,9 @@ arrays (64-byte-aligned inputs, so ``model(x)`` takes no copy), in one run:
   ``time_evaluator``, after the other runtimes' threads parked), and the call
   overhead in µs: ``model(x)`` against the VM function on prepared tensors,
   paired call by call (:func:`call_overhead_us`, the median of the per-pair
-  differences); and ``ours_unaligned_ms``, the call on
+  differences), and ``dlpack_us``, the part of it that is the DLPack exchange
+  alone (:func:`dlpack_exchange_us`: the VM function on the numpy arrays, outputs
+  through ``np.from_dlpack``); and ``ours_unaligned_ms``, the call on
   inputs 16 bytes off a 64-byte boundary (where numpy often allocates), which
   ``model(x)`` reads in place (its kernels declare element-aligned parameters);
 * **ort**: ONNX Runtime, CPU execution provider, ``intra_op_num_threads`` =
@@ -55,7 +57,7 @@ from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomea
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
-           "ours_te_ms", "overhead_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
+           "ours_te_ms", "overhead_us", "dlpack_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
 #: Ratio columns: peer time / our time at the call (above 1: we are faster).
 RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
           "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
@@ -178,18 +180,62 @@ def separate_turns(calls: dict[str, Callable[[], Any] | None], timing: dict, *, 
     return best
 
 
+def paired_overhead_us(call: Callable[[], Any], reference: Callable[[], Any], *, budget_s: float = 1.0,
+                       min_pairs: int = 40, max_pairs: int = 20000) -> float:
+    """Microseconds ``call()`` takes over ``reference()``, paired call by call.
+
+    Each pair runs both once, each call timed on its own.  A burst of other load lasts longer than a
+    pair, so it falls on both calls of most pairs, and a median drops the pairs it split.  The order
+    alternates between pairs, and the result is the mean of the two orders' median differences:
+    whatever the first call of a pair pays more than the second (waking the thread pool after the
+    loop's own work) enters one order with a plus sign and the other with a minus sign, and cancels.
+    (Differences of two loops' best times read noise of about 2% of the model's time: +-70 us on a
+    3.6 ms model.)  ``budget_s``: seconds of pairs to run (at least ``min_pairs``, at most ``max_pairs``).
+
+    >>> nap = lambda: time.sleep(2e-4)  # a call that costs a sleep more than the reference
+    >>> 150 < paired_overhead_us(nap, lambda: None, budget_s=0.02, min_pairs=20) < 5000
+    True
+    """
+    clock = time.perf_counter_ns
+    for _ in range(2):  # warm: pooled buffers mapped, caches and branch predictors primed
+        call()
+        reference()
+    t0 = clock()
+    call()
+    reference()
+    pairs = int(min(max_pairs, max(min_pairs, budget_s * 1e9 / max(clock() - t0, 1))))
+    diffs: tuple[list[int], list[int]] = ([], [])  # call - reference, call first / reference first
+    for i in range(pairs):
+        if i & 1:
+            t0 = clock()
+            reference()
+            t1 = clock()
+            call()
+            t2 = clock()
+            diffs[1].append((t2 - t1) - (t1 - t0))
+        else:
+            t0 = clock()
+            call()
+            t1 = clock()
+            reference()
+            t2 = clock()
+            diffs[0].append((t1 - t0) - (t2 - t1))
+    return float(np.median(diffs[0]) + np.median(diffs[1])) / 2e3
+
+
 def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 1.0, min_pairs: int = 40,
                      max_pairs: int = 20000) -> float:
     """Microseconds ``model(*xs)`` takes over its VM function called on prepared TVM tensors.
 
-    Paired call by call: each pair runs ``model(*xs)`` and the VM function once each, each call
-    timed on its own.  A burst of other load lasts longer than a pair, so it falls on both calls of
-    most pairs, and a median drops the pairs it split.  The order alternates between pairs, and the
-    result is the mean of the two orders' median differences: whatever the first call of a pair
-    pays more than the second (waking the thread pool after the loop's own work) enters one order
-    with a plus sign and the other with a minus sign, and cancels.  (Differences of two loops'
-    best times, as before, read noise of about 2% of the model's time: +-70 us on a 3.6 ms model.)
-    ``budget_s``: seconds of pairs to run (at least ``min_pairs``, at most ``max_pairs``).
+    Both calls run the same kernels on the same memory (the prepared tensors view ``xs``), and both
+    drop their result at once, so the output buffers go back to the VM's pool the same way (no page
+    faults in either); the difference is what a user pays for calling from numpy: the checks, the
+    FFI's DLPack view of each numpy input, ``np.from_dlpack`` of each output and its release
+    (:func:`dlpack_exchange_us` measures those two alone).  On a model of milliseconds that path runs
+    from caches and TLBs the kernels just swept, which is why it costs 15-25 us there against
+    ~3 us on a 24 us model: with the caches swept by a 64 MB copy before each call, the same layer
+    costs ~40 us over the VM on a tiny model, ~20 of them the DLPack exchange.  Paired as
+    :func:`paired_overhead_us`.
 
     >>> class M:  # a model whose call costs a sleep more than its VM function
     ...     vm = {"main": lambda: None}
@@ -199,31 +245,29 @@ def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 
     True
     """
     vm_main, tensors = model.vm["main"], model._tensors(xs)
-    clock = time.perf_counter_ns
-    for _ in range(2):  # warm: pooled buffers mapped, caches and branch predictors primed
-        model(*xs)
-        vm_main(*tensors)
-    t0 = clock()
-    model(*xs)
-    vm_main(*tensors)
-    pairs = int(min(max_pairs, max(min_pairs, budget_s * 1e9 / max(clock() - t0, 1))))
-    diffs: tuple[list[int], list[int]] = ([], [])  # model(x) - VM, model first / VM first
-    for i in range(pairs):
-        if i & 1:
-            t0 = clock()
-            vm_main(*tensors)
-            t1 = clock()
-            model(*xs)
-            t2 = clock()
-            diffs[1].append((t2 - t1) - (t1 - t0))
-        else:
-            t0 = clock()
-            model(*xs)
-            t1 = clock()
-            vm_main(*tensors)
-            t2 = clock()
-            diffs[0].append((t1 - t0) - (t2 - t1))
-    return float(np.median(diffs[0]) + np.median(diffs[1])) / 2e3
+    return paired_overhead_us(lambda: model(*xs), lambda: vm_main(*tensors), budget_s=budget_s,
+                              min_pairs=min_pairs, max_pairs=max_pairs)
+
+
+def dlpack_exchange_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 1.0, min_pairs: int = 40,
+                       max_pairs: int = 20000) -> float:
+    """Microseconds the DLPack exchange alone adds to the VM function: called on the numpy arrays
+    themselves (the FFI views each), its outputs taken by ``np.from_dlpack``, against the VM function
+    on prepared tensors (paired as :func:`paired_overhead_us`).  This is the part of
+    :func:`call_overhead_us` that lies in TVM's FFI and numpy rather than in ``model(x)``'s own layer.
+
+    >>> class M:  # a VM function that returns its input
+    ...     vm = {"main": lambda x: x}
+    ...     def _tensors(self, xs): return list(xs)
+    >>> -1000 < dlpack_exchange_us(M(), [np.zeros(3)], budget_s=0.01, min_pairs=20) < 1000
+    True
+    """
+    from tvm_ext.model_call import numpy_outputs
+
+    vm_main, tensors = model.vm["main"], model._tensors(xs)
+    to_numpy = np.from_dlpack if hasattr(vm_main(*tensors), "__dlpack__") else numpy_outputs  # one output or more
+    return paired_overhead_us(lambda: to_numpy(vm_main(*xs)), lambda: vm_main(*tensors), budget_s=budget_s,
+                              min_pairs=min_pairs, max_pairs=max_pairs)
 
 
 def _off_by_16(a: np.ndarray) -> np.ndarray:
@@ -292,6 +336,7 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
     settle()  # ONNX Runtime's workers park first: they spin on the two cores the VM's threads need
     row["ours_te_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
     row["overhead_us"] = call_overhead_us(model, xs)
+    row["dlpack_us"] = dlpack_exchange_us(model, xs)
     row["aligned_copies"] = model._call.aligned_copies
     misaligned = [_off_by_16(a) for a in xs]  # where numpy's own allocator often puts an array
     row["ours_unaligned_ms"] = _ms(time_python(lambda: model(*misaligned), **timing).min)
@@ -364,7 +409,8 @@ def main(argv: Sequence[str] | None = None) -> None:
         peers = ", ".join(f"{k[:-3]} {row[k]:.3f}" for k in ("ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms",
                                                             "torch_ms") if row.get(k) is not None)
         print(f"    ours {row['ours_ms']:.3f} ms at the call (VM {row['ours_vm_ms']:.3f} ms, overhead "
-              f"{row['overhead_us']:.1f} us), {peers}; err {row['max_rel_err']:.1e}", flush=True)
+              f"{row['overhead_us']:.1f} us, DLPack exchange alone {row['dlpack_us']:.1f} us), {peers}; "
+              f"err {row['max_rel_err']:.1e}", flush=True)
         for note in row.get("notes", []):
             print(f"    ({note})")
         if row.get("ms_tuning_s") is not None:
@@ -379,8 +425,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         if vals:
             print(f"geomean {label}: {geomean(vals):.2f}x over {len(vals)} models")
     overheads = [r["overhead_us"] for r in run.rows]
+    exchange = [r["dlpack_us"] for r in run.rows]
     print(f"call overhead (model(x) - VM alone): median {float(np.median(overheads)):.1f} us, "
-          f"max {max(overheads):.1f} us; inputs copied for alignment: {sum(r['aligned_copies'] for r in run.rows)}")
+          f"max {max(overheads):.1f} us (the DLPack exchange alone: median {float(np.median(exchange)):.1f} us); "
+          f"inputs copied for alignment: {sum(r['aligned_copies'] for r in run.rows)}")
     print(f"worst max relative error: {max(r['max_rel_err'] for r in run.rows):.1e}")
     if run.out_path:
         print(f"rows written to {run.out_path}")
