@@ -432,3 +432,12 @@ def test_a_faster_candidate_replaces_the_built_choice_only_when_its_construction
     # the model's choice not built yet: only the difference of the two constructions counts
     unbuilt = meas(20, built=None, build={"csr": 2e-3, "bcsr(R=2,C=1)": 3e-3})
     assert unbuilt.pays("bcsr(R=2,C=1)") and unbuilt.chosen == "bcsr(R=2,C=1)"  # 2 ms > 1 ms
+
+
+def test_a_switch_needs_the_margin_in_the_paired_median_and_in_the_fastest_runs():
+    from schedules.sparse.choice import Measurement
+
+    m = Measurement({"csr": 1.0, "ell": 0.98}, 8, 0, 10, 100, 0.15, "csr", override=0.05,
+                    ratios={"csr": 1.0, "ell": 0.9})  # the median says 10%, the clean runs 2%
+    assert m.chosen == "csr"
+    assert replace(m, seconds={"csr": 1.0, "ell": 0.9}).chosen == "ell"

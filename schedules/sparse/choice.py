@@ -121,16 +121,17 @@ class Measurement:
     @property
     def chosen(self) -> str:
         """The model's choice unless a candidate beats it by more than ``override`` (``margin``
-        for a ``far`` one): by the paired ratios when the model's choice was timed with them,
-        else by the fastest runs."""
+        for a ``far`` one): by the paired ratios and the fastest runs both when the model's
+        choice was timed with them, else by the fastest runs."""
         if self.ratios and self.model_choice in self.ratios:
             def needed(label: str) -> float:
                 return 1.0 + (max(self.margin, self.override) if label in self.far else self.override)
 
             mine = self.seconds[self.model_choice]
-            # both summaries must agree: the paired median by the margin, the fastest runs at all
+            # both summaries must agree by the margin: the paired median and the fastest runs (a
+            # burst of load slows whole rounds; only a run no burst hit is as fast as the kernel)
             wins = {k: r * needed(k) for k, r in self.ratios.items()
-                    if r * needed(k) < 1.0 and self.seconds.get(k, mine) < mine and self.pays(k)}
+                    if r * needed(k) < 1.0 and self.seconds.get(k, mine) * needed(k) < mine and self.pays(k)}
             return min(wins, key=wins.get) if wins else self.model_choice
         best = self.fastest
         mine = self.seconds.get(self.model_choice)
