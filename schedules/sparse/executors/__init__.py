@@ -5,10 +5,10 @@ for the format's representation and returns an :class:`Executor`
 (``exe(B) -> A @ B``, ``exe(B, C, alpha=, beta=)``, ``exe.prim_func``,
 ``exe.time(B)``).  Each format module also exposes its PrimFunc generators
 (``csr_spmm_primfunc(params, dtype)``...) and its params dataclass, the knobs
-the autotuner varies.  The CSR, BCSR, COO, ELL, DIA, SELL and HYB executors are
-generated from their recipes (``schedules.sparse.recipes``, bound to the container
-by :class:`~schedules.sparse.recipes.container.ContainerKernels`); CSB is a
-TVMScript template.  The fused GOGETA kernels build their CSR/BCSR SpMM with a
+the autotuner varies.  Every format's executor is generated from its recipe
+(``schedules.sparse.recipes``, bound to the container by
+:class:`~schedules.sparse.recipes.container.ContainerKernels`); CSB's also gives
+``A.T @ B`` and the symmetric-half product from the same store.  The fused GOGETA kernels build their CSR/BCSR SpMM with a
 row consumer from :mod:`schedules.fusion.fused_spmm_source`
 (``FormatKernels.fused_primfunc``).
 
