@@ -191,7 +191,7 @@ def _early_worker():
     """The one thread kept for the process that runs :class:`_EarlyFormat`'s inspectors (not the
     inspectors' pool, whose workers they use): handing work to a parked thread costs a wake-up,
     where starting a thread per inspect waits until the OS first runs it (milliseconds on a
-    loaded machine)."""
+    loaded machine).  Calls of :func:`inspect` from several threads at once take turns on it."""
     from concurrent.futures import ThreadPoolExecutor
 
     with _EARLY_LOCK:
