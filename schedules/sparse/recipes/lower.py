@@ -551,12 +551,17 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
                     fma({**vm, last.var: v}, 0)
             _emit_levels(f, inner[:-1], kept, dict(start), vector)
         else:
-            _reduce(f, nest, inner, _drop_row_guards(nest, outer, row_level, inner, guards), start, chains, fma)
-        if chains > 1:
-            with f.loop("unroll", 0, chains - 1, "k") as k:
-                with f.loop("unroll", 0, held, "r") as r:
-                    _lanes(f, tier, lambda lane: f.store(
-                        acc, acc[r, lane] + acc[(k + 1) * held + r, lane], [r, lane]))
+            def fold(used: int, reset: bool) -> None:
+                # partial sums 1..used-1 into 0 (and back to zero when the loops run again)
+                with f.loop("unroll", 0, used - 1, "k") as k:
+                    with f.loop("unroll", 0, held, "r") as r:
+                        def one(lane):
+                            f.store(acc, acc[r, lane] + acc[(k + 1) * held + r, lane], [r, lane])
+                            if reset:
+                                f.store(acc, _const(0, dtype), [(k + 1) * held + r, lane])
+                        _lanes(f, tier, one)
+            _reduce(f, nest, inner, _drop_row_guards(nest, outer, row_level, inner, guards), start, chains, fma,
+                    fold)
 
         def write(with_beta):
             with f.loop("unroll", 0, held, "r") as r:
@@ -600,15 +605,20 @@ def _rows_as_vector(nest: SparseNest, outer: Level, row_level, inner: Sequence[L
 
 
 def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequence, vmap: dict,
-            chains: int, fma: Callable) -> None:
-    """The reduction loops; the innermost one's iterations go round-robin to ``chains`` sets."""
+            chains: int, fma: Callable, fold: Callable[[int, bool], None]) -> None:
+    """The reduction loops; the innermost one's iterations go round-robin to ``chains`` sets.
+
+    ``fold(used, reset)`` adds partial sums ``1..used-1`` into 0 (``reset``: and zeroes them);
+    it is emitted only where partial sums were used: a short trip that runs as one chain pays
+    no adds of zeros (a ``-0.0``-exact ``x + 0`` is not folded away by LLVM)."""
     if not levels:
         _guarded(f, guards, vmap, lambda: fma(vmap, 0))
         return
     block = _constant_tail(levels)
     if block:
-        _reduce_block(f, nest, levels[:len(levels) - len(block)], block, guards, vmap, chains, fma)
+        _reduce_block(f, nest, levels[:len(levels) - len(block)], block, guards, vmap, chains, fma, fold)
         return
+    slots: list = []            # partial sums a per-slot constant loop used (folded at the end)
     outer, last = levels[:-1], levels[-1]
     outer_guards = [g for g in guards if not any(v.same_as(last.var) for v in free_vars(g))]
     last_guards = [g for g in guards if g not in outer_guards]
@@ -621,6 +631,8 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
             # a constant loop no longer than the chains gives each iteration its own partial sum
             # (BCSR's block slots: no FMA waits on the block's previous column)
             per_slot = small and 1 < int(ext.value) <= chains
+            if per_slot:
+                slots.append(int(ext.value))
 
             def plain(gs):
                 with f.loop("unroll" if small else "serial", lo, hi, last.name) as v:
@@ -655,6 +667,7 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 vm3 = dict(vm)
                 vm3[last.var] = v
                 _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
+            fold(chains, bool(outer))
         # a short trip runs as one chain (SpMV: under two rounds of the chains; SpMM: under one),
         # where the chains' remainder and final sums cost more than the latency they hide
         with f.T.If(hi - lo >= (2 if nest.kind == "spmv" else 1) * chains):
@@ -664,6 +677,8 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 one_chain()
 
     _emit_levels(f, outer, outer_guards, dict(vmap), innermost, unroll=True)
+    if slots:
+        fold(max(slots), False)
 
 
 def _constant_tail(levels: Sequence[Level]) -> list:
@@ -683,7 +698,8 @@ def _constant_tail(levels: Sequence[Level]) -> list:
 
 
 def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequence[Level],
-                  guards: Sequence, vmap: dict, chains: int, fma: Callable) -> None:
+                  guards: Sequence, vmap: dict, chains: int, fma: Callable,
+                  fold: Callable[[int, bool], None]) -> None:
     """The reduction loops ending in a constant block of loops (BCSR's R x C slots), unrolled.
 
     * Loop order: the block loops that ``B``'s row depends on run outside the others (the
@@ -721,6 +737,8 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
                 emit(in_block)
 
     _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
+    if slot is not None:
+        fold(int(subst(slot.hi - slot.lo, {}).value), False)
 
 
 def _hoist_block_guards(block: Sequence[Level], guards: Sequence):
