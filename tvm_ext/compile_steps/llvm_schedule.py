@@ -41,12 +41,8 @@ from typing import Any, Callable
 
 import numpy as np
 
-from tvm_ext.compile_steps.block_queries import (PARALLEL_MIN_WORK,  # noqa: F401 - this module's API
-                                                  PARALLEL_MIN_WORK_TRANSCENDENTAL, param_buffers)
-from tvm_ext.compile_steps.block_queries import extent as _extent  # noqa: F401
-from tvm_ext.compile_steps.block_queries import is_copy as _is_copy  # noqa: F401
-from tvm_ext.compile_steps.block_queries import iter_kinds as _iter_kinds  # noqa: F401
-from tvm_ext.compile_steps.block_queries import parallel_min_work as _parallel_min_work  # noqa: F401
+from tvm_ext.compile_steps.block_queries import PARALLEL_MIN_WORK, param_buffers
+from tvm_ext.compile_steps.block_queries import extent as _extent
 from tvm_ext.compile_steps.block_queries import root_blocks as _root_blocks
 from tvm_ext.compile_steps.candidate_timing import measure_candidates, prepacked_compute, tvm_ffi_hash
 from tvm_ext.compile_steps.default_schedule import default_all as _default_all
@@ -57,7 +53,6 @@ from tvm_ext.compile_steps.kernel_variants import (KERNEL_ORDER, PAD_PER_THREAD,
 
 __all__ = ["KernelSchedule", "schedule_primfunc", "schedule_module", "default_schedule", "tuning_database",
            "inline_copies", "PARALLEL_MIN_WORK"]
-
 
 
 @dataclass
