@@ -347,3 +347,16 @@ def test_replacing_the_function_rebuilds_the_hot_path(mlp):
         model._call.function = original
     assert calls == [1, 1]
     np.testing.assert_array_equal(y, model(x)[0])
+
+
+def test_prepared_tensors_view_the_callers_arrays(mlp):
+    """What ``bench.models.call_overhead_us`` compares ``model(x)`` against, the VM function on
+    ``model._tensors(xs)``, reads the same memory as ``model(x)``: the tensors are views, not copies."""
+    _, model = mlp
+    x = model.random_inputs(5)[0]
+    ro = x.copy()
+    ro.flags.writeable = False
+    for a in (x, ro):
+        (t,) = model._tensors([a])
+        assert t.data_ptr() == a.ctypes.data and tuple(t.shape) == a.shape
+    np.testing.assert_array_equal(np.from_dlpack(model.vm["main"](*model._tensors([x]))), model(x)[0])
