@@ -360,3 +360,19 @@ def test_prepared_tensors_view_the_callers_arrays(mlp):
         (t,) = model._tensors([a])
         assert t.data_ptr() == a.ctypes.data and tuple(t.shape) == a.shape
     np.testing.assert_array_equal(np.from_dlpack(model.vm["main"](*model._tensors([x]))), model(x)[0])
+
+
+def test_a_dropped_model_is_freed_without_the_cycle_collector():
+    """The call path holds no reference cycle: the VM (and its weights) go when the last reference does."""
+    import gc
+    import weakref
+
+    model = tc.compile(_add_mul_module())
+    model(*model.random_inputs(0))
+    refs = [weakref.ref(model), weakref.ref(model._call)]
+    gc.disable()
+    try:
+        del model
+        assert [r() for r in refs] == [None, None]
+    finally:
+        gc.enable()

@@ -154,11 +154,7 @@ class NumpyCall:
         self.specs = [(str(n), tuple(int(d) for d in s), np.dtype(dt)) for n, s, dt in specs]
         self.names = [n for n, _, _ in self.specs]
         self.alignment = int(alignment)
-        #: per parameter: (shape, dtype, the address alignment DLPack must check), built once
-        self._plan = [(s, d, self.alignment or d.itemsize) for _, s, d in self.specs]
-        #: inputs copied because they were off the kernels' alignment (the only copies this path makes)
-        self.aligned_copies = 0
-        self._from_dlpack = tvm_ffi.from_dlpack
+        self._inputs = _CheckedInputs(self.specs, self.alignment)
         self._tensor_type = type(tvm_ffi.from_dlpack(np.zeros(1, "float32")))  # what the VM returns
         self.function = vm[function]  # looked up once, not at every call; builds :attr:`call`
 
@@ -170,19 +166,46 @@ class NumpyCall:
     @function.setter
     def function(self, fn: Any) -> None:
         self._function = fn
+        tensors, tensor_type = self._inputs.tensors, self._tensor_type
+
+        def checked_call(inputs: Sequence[Any], named: dict[str, Any]) -> list[np.ndarray]:
+            """Inputs the hot path did not take: checked views (one clear error, or a copy of a
+            misaligned input), then the function.  (It holds no reference to this object, so a
+            dropped model is freed at once, not by the cycle collector.)"""
+            out = fn(*tensors(inputs, named))
+            return [np.from_dlpack(out)] if type(out) is tensor_type else numpy_outputs(out)
+
         #: ``call(*inputs, **named)``: what ``model(x)`` runs (see :func:`_hot_path`)
-        self.call = _hot_path(fn, [(s, d) for _, s, d in self.specs], self._tensor_type, self._checked_call,
+        self.call = _hot_path(fn, [(s, d) for _, s, d in self.specs], tensor_type, checked_call,
                               in_place=not self.alignment)
+
+    @property
+    def aligned_copies(self) -> int:
+        """Inputs copied because they were off the kernels' alignment (the only copies this path makes)."""
+        return self._inputs.aligned_copies
 
     def __call__(self, *inputs: Any, **named: Any) -> list[np.ndarray]:
         """Run the function; the outputs as numpy arrays over the VM's own buffers (see :attr:`call`)."""
         return self.call(*inputs, **named)
 
-    def _checked_call(self, inputs: Sequence[Any], named: dict[str, Any]) -> list[np.ndarray]:
-        """The call for inputs the hot path did not take: checked views (one clear error, or a copy
-        of a misaligned input), then the function."""
-        out = self._function(*self.tensors(inputs, named))
-        return [np.from_dlpack(out)] if type(out) is self._tensor_type else numpy_outputs(out)
+    def tensors(self, inputs: Sequence[Any], named: dict[str, Any] | None = None) -> list:
+        """The inputs as TVM tensors over the caller's memory (checked; no copy unless misaligned)."""
+        return self._inputs.tensors(inputs, named)
+
+
+class _CheckedInputs:
+    """The inputs of one VM function, checked against a plan built once, as TVM tensors (DLPack
+    views; an aligned copy of an input off the kernels' alignment, counted)."""
+
+    def __init__(self, specs: list[tuple[str, tuple[int, ...], np.dtype]], alignment: int):
+        import tvm_ffi
+
+        self.specs, self.alignment = specs, alignment
+        self.names = [n for n, _, _ in specs]
+        #: per parameter: (shape, dtype, the address alignment DLPack must check), built once
+        self._plan = [(s, d, alignment or d.itemsize) for _, s, d in specs]
+        self.aligned_copies = 0
+        self._from_dlpack = tvm_ffi.from_dlpack
 
     def tensors(self, inputs: Sequence[Any], named: dict[str, Any] | None = None) -> list:
         """The inputs as TVM tensors over the caller's memory (checked; no copy unless misaligned)."""
