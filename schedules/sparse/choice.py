@@ -70,7 +70,8 @@ class Measurement:
     the runs the caller expects, exceeds what building it costs beyond the
     model's choice (all of its inspector's time when the model's choice is
     ``built`` already on the whole matrix).  Both sides are the block's
-    (``build_seconds``: each inspector's seconds on the block), and both grow
+    (``build_seconds``: each inspector's seconds on the block, on one thread,
+    over the threads the whole matrix's inspector splits over), and both grow
     alike with the matrix, so the rule holds for the whole matrix too.
     """
 
@@ -155,7 +156,7 @@ class Measurement:
         unpaid = self.unpaid
         priced = "" if not unpaid else (
             f"; {', '.join(unpaid)} faster but not worth building for {self.expected_runs:g} runs "
-            f"(block build {', '.join(f'{self.build_seconds[k] * 1e3:.2g} ms' for k in unpaid)})")
+            f"(construction on the block {', '.join(f'{self.build_seconds[k] * 1e3:.2g} ms' for k in unpaid)})")
         return (f"measured N={self.n_cols} on rows [{self.row_start}, {self.row_stop}) "
                 f"({self.nnz} nnz) in {self.spent_seconds * 1e3:.0f} ms: {timed}{priced}")
 
