@@ -125,7 +125,8 @@ class TemplateCSBKernels(FormatKernels):
     params_cls = CSBParams
     transposable = True
 
-    check = CSBKernels.check  # the library's own validation of the container
+    def check(self, fmt) -> None:
+        CSBKernels().check(fmt)  # the library's own validation of the container
 
     def primfunc(self, fmt, params, kind, transpose):
         return parse_prim_func(csb_source(params, fmt.data.dtype.name, kind, transpose=transpose,

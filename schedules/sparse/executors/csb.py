@@ -4,9 +4,8 @@ Venkat 2016 §6.1, CSB SpMM and SpMM^T from one store, as LOBPCG needs).
 
 The container (:class:`~schedules.sparse.formats.CSB`) binds the recipe's nest as it is
 stored: ``blk_ptr`` is the compaction's offset array, ``row_off``/``col_off`` its explicit
-in-block ``i`` and ``l`` (``uint16``: the nest reads them through
-:func:`~schedules.sparse.recipes.nest.with_index_dtypes`, widened in TIR, no copies),
-``data`` its value copy.  The scatter schedule (:mod:`schedules.sparse.recipes.scatter`)
+in-block ``i`` and ``l`` (``uint16``: the recipe's compaction stores them so, its
+``index_dtype``, and the nest widens the loads in TIR, so no copies), ``data`` its value copy.  The scatter schedule (:mod:`schedules.sparse.recipes.scatter`)
 gives three products, all conflict-free without atomics:
 
 * ``A @ B``: parallel over parts of block rows of about equal entries; each block row
@@ -38,8 +37,6 @@ from tvm_ext.errors import InputError, ShapeError
 
 __all__ = ["CSBParams", "CSBKernels", "csb_spmm_primfunc", "csb_spmv_primfunc", "csb_op", "entry_coords"]
 
-#: How the container stores the in-block offsets (the recipe's explicit ``i`` and ``l``).
-OFFSET_DTYPE = "uint16"
 #: Primfuncs and part kinds by (recipe key, dtype, kind, product, knobs).
 _KERNELS: dict = {}
 
@@ -69,21 +66,14 @@ def csb_op(transpose: bool, symmetric_half: bool) -> str:
     return "A.T" if transpose else "A"
 
 
-def _nest(recipe, dtype: str, kind: str):
-    from schedules.sparse.recipes.nest import with_index_dtypes
-
-    nest = recipe.nest(dtype, kind)
-    return with_index_dtypes(nest, {nest.buffer_of(Role.EXPLICIT, lv).name: OFFSET_DTYPE for lv in ("i", "l")})
-
-
 def _kernel(recipe, params: ExecParams, dtype: str, kind: str, op: str) -> tuple:
-    """``(PrimFunc, part kinds)`` of ``op`` on the recipe's nest with uint16 offsets (cached)."""
+    """``(PrimFunc, part kinds)`` of ``op`` on the recipe's nest (cached)."""
     from schedules.sparse.recipes.scatter import scatter_op_primfunc
     from schedules.sparse.recipes.schedule import MicroKernel
 
     key = (recipe.key(), dtype, kind, op, params.kernel_key())
     if key not in _KERNELS:
-        _KERNELS[key] = scatter_op_primfunc(_nest(recipe, dtype, kind), MicroKernel.from_params(params), op)
+        _KERNELS[key] = scatter_op_primfunc(recipe.nest(dtype, kind), MicroKernel.from_params(params), op)
     return _KERNELS[key]
 
 
@@ -136,8 +126,10 @@ class CSBKernels(ContainerKernels):
         nnz = fmt.data.size
         require_value_dtype(fmt.data, "csb.data")
         require_array(fmt.blk_ptr, "csb.blk_ptr", "int32", (mb * kb + 1,))
-        require_array(fmt.row_off, "csb.row_off", OFFSET_DTYPE, (nnz,))
-        require_array(fmt.col_off, "csb.col_off", OFFSET_DTYPE, (nnz,))
+        nest = self.recipe_for(fmt).nest(fmt.data.dtype.name)
+        for arr, what, lv in ((fmt.row_off, "row_off", "i"), (fmt.col_off, "col_off", "l")):
+            # the dtype the recipe's compaction stores the in-block offsets in (uint16)
+            require_array(arr, f"csb.{what}", str(nest.buffer_of(Role.EXPLICIT, lv).dtype), (nnz,))
         require_array(fmt.data, "csb.data", str(fmt.data.dtype), (nnz,))
         require_pointer(fmt.blk_ptr, nnz, "csb.blk_ptr")
         require_range(fmt.row_off, 0, fmt.beta, "csb.row_off")
@@ -169,7 +161,7 @@ class CSBKernels(ContainerKernels):
 
         recipe, dtype = self.recipe_for(fmt), fmt.data.dtype.name
         op = csb_op(transpose, fmt.symmetric_half)
-        nest = _nest(recipe, dtype, kind)
+        nest = recipe.nest(dtype, kind)
         out = [fmt.blk_ptr, fmt.row_off, fmt.col_off, fmt.data]
         sizes = {nest.sizes["M"]: fmt.shape[0], nest.sizes["K"]: fmt.shape[1]}
         kinds = _kernel(recipe, params, dtype, kind, op)[1]

@@ -112,7 +112,8 @@ def csb_recipe(beta: int = 4096) -> Recipe:
     """CSB (§6.1): make-dense, tile rows and columns by ``beta``, block-major, compact the
     entries of each block jointly; the executor scatters, one block row per thread."""
     return Recipe("csb", (MakeDense(name="l"), Tile("i", beta), Tile("l", beta),
-                          Permute(("ii", "ll", "i", "l")), CompactAndPad(("i", "l"), identity=0)),
+                          Permute(("ii", "ll", "i", "l")),
+                          CompactAndPad(("i", "l"), identity=0, index_dtype="uint16")),
                   (Scatter(),))
 
 

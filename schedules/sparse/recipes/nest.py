@@ -335,10 +335,10 @@ def with_index_dtypes(nest: SparseNest, dtypes: Mapping[str, str]) -> SparseNest
     dtype, e.g. CSB's ``uint16`` in-block offsets); every load is widened back to the type the
     nest computed in, so the executor binds the arrays as stored (no copies).
 
-    >>> from schedules.sparse.recipes.library import csb_recipe
-    >>> n = with_index_dtypes(csb_recipe(8).nest(), {"explicit_i": "uint16"})
+    >>> from schedules.sparse.recipes.library import coo_recipe
+    >>> n = with_index_dtypes(coo_recipe().nest(), {"explicit_i": "uint16"})
     >>> str(n.buffers["explicit_i"].dtype), str(n.row)
-    ('uint16', 'ii * 8 + T.Cast("int32", explicit_i[p])')
+    ('uint16', 'T.Cast("int32", explicit_i[p])')
     """
     import tvm
 

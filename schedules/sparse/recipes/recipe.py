@@ -232,6 +232,8 @@ class Recipe:
         for name, buf in nest.buffers.items():
             role = nest.roles.get(name)
             arrays[name] = _int32(made[role], name) if role in made else _array(name, role, x, comp_meta)
+            if role is not None and role.role is Role.EXPLICIT and str(buf.dtype) != "int32":
+                arrays[name] = _narrow(arrays[name], str(buf.dtype), name)
         for name, buf in nest.buffers.items():
             for dim, n in zip(buf.shape, arrays[name].shape):
                 if hasattr(dim, "name"):
@@ -305,6 +307,14 @@ def _fill_empty(x, a: np.ndarray, what: str, comp_meta) -> np.ndarray:
         key = key * ext + (x.explicit_index[lv] - space.bounds[lv][0])
     full[key] = a
     return full.reshape(tuple(extents) + a.shape[1:])
+
+
+def _narrow(a: np.ndarray, dtype: str, what: str) -> np.ndarray:
+    """``a`` in the narrower integer ``dtype`` its executor buffer declares (range checked)."""
+    info = np.iinfo(np.dtype(dtype))
+    if a.size and (int(a.max()) > info.max or int(a.min()) < info.min):
+        raise InputError(f"{what}: values outside the {dtype} the executor reads")
+    return np.ascontiguousarray(a, dtype=dtype)
 
 
 def _int32(a: np.ndarray, what: str) -> np.ndarray:

@@ -488,30 +488,62 @@ class CompactAndPad(Step):
     block where it has no entry), so the loop stays dense and needs no
     ``explicit_index`` (ELL's rows).  The inspector aborts when the map is not
     injective.
+
+    ``index_dtype`` stores the compacted loops' explicit indices in a narrower integer
+    type (CSB's ``uint16`` in-block offsets); each such loop must run from 0 over a
+    constant extent the type holds.  The executor widens the loads in TIR.
     """
 
     levels: tuple
     identity: Any = None
     arrays: tuple = ("data",)
     keep_empty: bool = False
+    index_dtype: str = "int32"
 
     @property
     def label(self) -> str:
         extra = ", keep_empty" if self.keep_empty else ""
+        extra += f", index_dtype={self.index_dtype}" if self.index_dtype != "int32" else ""
         return f"compact_and_pad({', '.join(self.levels)}, identity={self.identity}{extra})"
 
     def on_nest(self, nest: SparseNest) -> SparseNest:
         if self.identity is None:
             raise ScheduleError(f"{self.label}: padding needs the identity of the update "
                                 "operator (0 for +=); pass identity=")
-        return _compact_nest(nest, tuple(self.levels), self.label, pad=True, arrays=tuple(self.arrays),
-                             identity=self.identity, keep_empty=self.keep_empty)
+        out = _compact_nest(nest, tuple(self.levels), self.label, pad=True, arrays=tuple(self.arrays),
+                            identity=self.identity, keep_empty=self.keep_empty)
+        return out if self.index_dtype == "int32" else _narrow_indices(nest, out, self)
 
     def on_space(self, space, csr):
         ident = self.identity
         if isinstance(ident, dict):
             ident = {a: ident.get(a) for a in self.arrays}
         return tf.compact_and_pad(space, tuple(self.levels), identity=ident, arrays=tuple(self.arrays))
+
+
+def _narrow_indices(before: SparseNest, after: SparseNest, step: "CompactAndPad") -> SparseNest:
+    """``after`` with the explicit indices of ``step``'s loops stored as ``step.index_dtype``."""
+    import numpy as np
+    import tvm
+
+    from schedules.sparse.recipes.nest import with_index_dtypes
+
+    try:
+        top = int(np.iinfo(np.dtype(step.index_dtype)).max)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"{step.label}: index_dtype must be an integer type, got {step.index_dtype!r}") from None
+    names = {}
+    for nm in step.levels:
+        lv = before.level(nm, step.label)
+        ext = _simplify(lv.hi - lv.lo)
+        if not tvm.sym.Analyzer().can_prove_equal(lv.lo, 0) or not hasattr(ext, "value") \
+                or int(ext.value) - 1 > top:
+            raise ScheduleError(f"{step.label}: loop {nm} runs over [{lv.lo}, {lv.hi}); a {step.index_dtype} "
+                                f"index needs a loop from 0 over a constant extent of at most {top + 1}")
+        buf = after.buffer_of(Role.EXPLICIT, nm)
+        if buf is not None:
+            names[buf.name] = step.index_dtype
+    return with_index_dtypes(after, names)
 
 
 def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict, roles: dict,
