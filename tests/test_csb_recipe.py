@@ -162,3 +162,20 @@ def test_transposing_a_nest_without_column_tiles_is_a_schedule_error():
 
     with pytest.raises(ScheduleError, match="op must be"):
         scatter_op_primfunc(csb_recipe(8).nest(), MicroKernel(8, 1, True), "A.H")
+
+
+def test_recipe_stores_in_block_offsets_as_uint16_and_checks_the_loop_range():
+    from schedules.sparse.recipes import build_recipe_executor
+    from schedules.sparse.recipes.library import csb_recipe
+    from schedules.sparse.recipes.recipe import Recipe
+    from schedules.sparse.recipes.steps import CompactAndPad, MakeDense
+
+    A = _matrix(30, 20, 0.2, "float32", 2)
+    gen = csb_recipe(8).inspect(A)
+    assert [str(gen.arrays[n].dtype) for n in ("explicit_i", "explicit_l")] == ["uint16", "uint16"]
+    B = _dense(20, 3, "float32", 1)
+    np.testing.assert_allclose(build_recipe_executor(csb_recipe(8), A, 3, fmt=gen)(B), A @ B, **_tol("float32"))
+    with pytest.raises(ScheduleError, match="constant extent of at most 65536"):
+        csb_recipe(70000).nest()
+    with pytest.raises(ScheduleError, match="constant extent"):   # the row loop runs over M
+        Recipe("x", (MakeDense(), CompactAndPad(("i", "k"), identity=0, index_dtype="uint16"))).nest()
