@@ -6,7 +6,9 @@ into row-aligned chunks and each column tile sums a run of equal rows in
 registers (segmented sum); loops that own disjoint rows (CSB's block rows,
 marked by a :class:`~.steps.Tile` of the row) run in ``T.parallel`` over parts of
 about equal entries (``part``, :func:`block_parts`), each block scaling the output rows
-it owns before adding into them (one parallel region, the rows still in cache).
+it owns before adding into them (one parallel region, the rows still in cache).  SpMM
+sums each row's run inside a block in registers; SpMV adds every entry straight into
+``C_out`` (one scalar lane: a run saves nothing, its end test costs a load and a branch).
 
 The same nest gives ``A.T @ B`` (:func:`transposed`: the update's row and column
 exchanged, the column tile's loop outermost, where it owns disjoint output rows) and,
