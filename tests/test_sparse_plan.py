@@ -177,3 +177,16 @@ def test_explain_shows_the_runs_construction_is_priced_over():
     for bad in (0, -3, float("nan"), "100", True):
         with pytest.raises(InputError, match="expected_runs"):
             inspect(A, n_cols=8, expected_runs=bad)
+
+
+def test_power_law_spmv_claims_its_parts_at_run_time():
+    from tvm_ext.workloads import rmat
+
+    A = sp.csr_array(rmat(13), dtype=np.float64)  # rows spread several times their mean; parallel
+    plan = inspect(A, n_cols=1, format="csr")
+    exe = plan.build()
+    assert exe.params.dynamic and "dynamic=True" in plan.explain()
+    x = RNG.standard_normal(A.shape[1])
+    np.testing.assert_allclose(exe(x), A @ x, rtol=1e-10)
+    assert not inspect(A, n_cols=4, format="csr").build().params.dynamic  # SpMM keeps fixed shares
+    assert not inspect(lap2d(30), n_cols=1, format="csr").build().params.dynamic

@@ -30,7 +30,7 @@ import numpy as np
 from schedules.sparse.formats import SparseFormat
 from schedules.sparse.inspectors import INSPECTORS, host_threads, inspector_threads
 from schedules.sparse.selection import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION, Candidate, Choice,
-                                        Selector, select_format, sparse_features)
+                                        Selector, executor_params, select_format, sparse_features)
 from schedules.sparse.timed_choice import EXPECTED_RUNS, measure_close_candidates
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.workloads import canonical_csr
@@ -68,11 +68,15 @@ class Plan:
               transpose: bool = False):
         """Compile (or fetch) the executor for this plan's format.
 
-        ``kind`` defaults to ``"spmv"`` when the plan was made for one column.
+        ``kind`` defaults to ``"spmv"`` when the plan was made for one column;
+        ``params=None`` takes the knobs the matrix's features call for
+        (:func:`~schedules.sparse.selection.executor_params`), else the executor's defaults.
         """
         from schedules.sparse.executors import build_executor
 
         kind = kind or ("spmv" if self.n_cols == 1 else "spmm")
+        if params is None and self.features:
+            params = executor_params(self.format_name, self.features, kind)
         return build_executor(self.format, self.n_cols, kind=kind, params=params, target=target,
                               transpose=transpose)
 
@@ -93,6 +97,10 @@ class Plan:
                          f"  construction priced over {self.expected_runs:g} expected runs: a format timed faster "
                          f"than the model's choice replaces it only when its gain per run x {self.expected_runs:g} "
                          f"runs exceeds its extra construction time")
+        knobs = executor_params(self.format_name, self.features, "spmv" if self.n_cols == 1 else "spmm")
+        if knobs is not None:
+            rl = self.features["row_length"]
+            lines.append(f"  executor: {knobs} (row lengths spread {rl['std'] / rl['mean']:.1f}x their mean)")
         lines.append(f"  inspector {self.inspect_seconds * 1e3:.1f} ms, "
                      f"selection {self.select_seconds * 1e3:.1f} ms "
                      f"(features {self.features_seconds * 1e3:.1f} ms)")

@@ -82,6 +82,8 @@ __all__ = [
     "sparse_features",
     "repeat_share",
     "value_bytes_of",
+    "executor_params",
+    "DYNAMIC_SPMV_ROW_CV",
 ]
 
 #: Cost of one ``B`` byte fetched from the last-level cache, per byte from memory.
@@ -451,6 +453,40 @@ class AnalyticCostModel:
                   f"{csr / 1e6:.3g} MB ({csr / scores[best]:.2f}x less) for N={n_cols}")
         return Choice(best, {c.label: s for c, s in scores.items()}, excluded, reason, self.name,
                       scored=tuple(scores.items()))
+
+
+#: Row-length spread (standard deviation over mean) from which CSR's SpMV claims its parts at
+#: run time (``dynamic=True``) instead of fixed shares: parts balanced by non-zeros are not
+#: balanced in time when rows are power-law (a hub row's scattered ``B`` reads, many one-entry
+#: rows' row overhead), and a thread that the OS parks leaves its fixed share undone.  R-MAT's
+#: rows spread 6x their mean (the stencils and FEM matrices of the bench 0.0-0.3); its SpMV ran
+#: 3-10% faster with claimed parts in four interleaved comparisons (the SpMM comparisons were
+#: mixed, so N > 1 keeps the fixed shares).
+DYNAMIC_SPMV_ROW_CV = 2.0
+
+
+def executor_params(format_name: str, features: dict[str, Any], kind: str) -> Any:
+    """The executor knobs the features call for, or None for the executor's defaults: CSR's
+    SpMV over rows whose lengths spread more than :data:`DYNAMIC_SPMV_ROW_CV` times their
+    mean claims its parts at run time.
+
+    >>> from tvm_ext.workloads import rmat, lap2d
+    >>> executor_params("csr", sparse_features(rmat(10)), "spmv").dynamic
+    True
+    >>> executor_params("csr", sparse_features(lap2d(10)), "spmv") is None
+    True
+    """
+    import dataclasses
+
+    if format_name != "csr" or kind != "spmv":
+        return None
+    from schedules.sparse.executors.csr import CSRParams
+
+    rl = features.get("row_length", {})
+    mean = float(rl.get("mean", 0.0))
+    if "dynamic" not in {f.name for f in dataclasses.fields(CSRParams)} or mean <= 0:
+        return None
+    return CSRParams(dynamic=True) if float(rl.get("std", 0.0)) / mean >= DYNAMIC_SPMV_ROW_CV else None
 
 
 #: Entry-point group of zero-argument functions returning a trained :class:`Selector`
