@@ -479,6 +479,21 @@ def emit_claimed_parts(f: "_Func", part, body: Callable) -> None:
             claim_next(t)
 
 
+#: A reduction loop shorter than this many rounds of its partial sums runs as one chain, by
+#: kind, for a trip count fixed for the whole kernel (a size: ELL's width) and for one read
+#: from the format per row (CSR's row length).  Measured (2 cores, znver4, lap2d 5-wide rows):
+#: row-major ELL SpMV ran 1.3x the template with 2 rounds and 0.98x with 1; CSR SpMV 1.0x with 1
+#: round and 0.84x with 2 (cora 0.99x / 0.80x).
+SHORT_TRIP_ROUNDS = {"spmv": {"fixed": 2, "per_row": 1}, "spmm": {"fixed": 1, "per_row": 1}}
+
+
+def short_trip_rounds(kind: str, trip) -> int:
+    """:data:`SHORT_TRIP_ROUNDS` for a reduction loop of ``trip`` iterations (a TIR expression)."""
+    from schedules.sparse.recipes.nest import loads
+
+    return SHORT_TRIP_ROUNDS[kind]["per_row" if loads(trip) else "fixed"]
+
+
 #: Constant inner loops up to this trip count are unrolled (a block's rows/columns).
 UNROLL_EXTENT = 8
 
@@ -668,9 +683,10 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 vm3[last.var] = v
                 _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
             fold(chains, bool(outer))
-        # a short trip runs as one chain (SpMV: under two rounds of the chains; SpMM: under one),
-        # where the chains' remainder and final sums cost more than the latency they hide
-        with f.T.If(hi - lo >= (2 if nest.kind == "spmv" else 1) * chains):
+        # a short trip runs as one chain, where the chains' remainder and final sums cost more
+        # than the latency they hide (SHORT_TRIP_ROUNDS)
+        rounds = short_trip_rounds(nest.kind, hi - lo)
+        with f.T.If(hi - lo >= rounds * chains):
             with f.T.Then():
                 interleaved()
             with f.T.Else():
