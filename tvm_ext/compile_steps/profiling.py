@@ -83,11 +83,14 @@ def _shapes(args: Sequence[Any]) -> tuple[tuple[int, ...], ...]:
     return tuple(tuple(int(d) for d in a.shape) for a in args if hasattr(a, "shape"))
 
 
-def profile(built: Any, args: Sequence[Any], *, simulated: set[str] | frozenset = frozenset(), repeat: int = 3,
-            min_repeat_ms: int = 5, entry: str = "main") -> Profile:
+def profile(built: Any, args: Sequence[Any], *, simulated: set[str] | frozenset = frozenset(), repeat: int = 50,
+            min_repeat_ms: int = 0, entry: str = "main") -> Profile:
     """Run ``entry`` once under the instrument and time every distinct call site.
 
-    TIR kernels are timed with ``time_evaluator``; symbols in ``simulated`` are only counted.
+    TIR kernels are timed with ``time_evaluator``: the fastest of ``repeat`` single runs (each run
+    at least ``min_repeat_ms`` long), so on a shared machine a run that another process interrupted
+    is not the one kept (averages over a few milliseconds read such pauses as kernel time, three
+    times the kernel's own on a loaded 2-core host).  Symbols in ``simulated`` are only counted.
     """
     import tvm
     from tvm import relax
