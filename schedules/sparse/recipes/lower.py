@@ -481,10 +481,12 @@ def emit_claimed_parts(f: "_Func", part, body: Callable) -> None:
 
 #: A reduction loop shorter than this many rounds of its partial sums runs as one chain, by
 #: kind, for a trip count fixed for the whole kernel (a size: ELL's width) and for one read
-#: from the format per row (CSR's row length).  Measured (2 cores, znver4, lap2d 5-wide rows):
-#: row-major ELL SpMV ran 1.3x the template with 2 rounds and 0.98x with 1; CSR SpMV 1.0x with 1
-#: round and 0.84x with 2 (cora 0.99x / 0.80x).
-SHORT_TRIP_ROUNDS = {"spmv": {"fixed": 2, "per_row": 1}, "spmm": {"fixed": 1, "per_row": 1}}
+#: from the format per row (CSR's row length); 0: always the partial sums, no test of the trip
+#: count.  Measured against the hand-written templates (2 cores, znver4): row-major ELL SpMV on
+#: lap2d's 5-wide rows 1.3x with 2 rounds, 0.98x with 1; CSR SpMV 1.0x with 1 round, 0.84x with
+#: 2 (cora 0.99x / 0.80x); CSR SpMM at N = 8 with no test 1.0x / 1.26x / 1.05x (lap2d, R-MAT,
+#: nasa4704), with 1 round 0.86x / 1.0x / 0.99x; SELL-16 SpMM even either way.
+SHORT_TRIP_ROUNDS = {"spmv": {"fixed": 2, "per_row": 1}, "spmm": {"fixed": 1, "per_row": 0}}
 
 
 def short_trip_rounds(kind: str, trip) -> int:
@@ -686,6 +688,9 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
         # a short trip runs as one chain, where the chains' remainder and final sums cost more
         # than the latency they hide (SHORT_TRIP_ROUNDS)
         rounds = short_trip_rounds(nest.kind, hi - lo)
+        if rounds == 0:
+            interleaved()
+            return
         with f.T.If(hi - lo >= rounds * chains):
             with f.T.Then():
                 interleaved()
