@@ -29,7 +29,7 @@ from typing import Iterable, Mapping
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["Level", "Role", "BufferRole", "SparseNest", "csr_loop_nest", "nest_from_primfunc", "free_vars", "uses",
-           "subst", "format_buffer", "loads", "with_index_dtypes"]
+           "subst", "format_buffer", "loads", "with_index_dtypes", "narrow_explicit_indices"]
 
 
 @dataclass(frozen=True)
@@ -390,3 +390,34 @@ def _retyped(expr, new: Mapping):
             return tirx.Cast(e.source.dtype, tirx.BufferLoad(buf, idx))
         raise ScheduleError(f"sparse loop nest: unsupported TIR expression {name}: {e}")
     return rec(expr)
+
+
+def narrow_explicit_indices(before: SparseNest, after: SparseNest, levels, dtype: str, note: str) -> SparseNest:
+    """``after`` (a compaction of ``levels`` of ``before``) with the compacted loops' explicit
+    indices stored as ``dtype`` (CSB's ``uint16`` in-block offsets); each loop must run from 0
+    over a constant extent ``dtype`` holds.  ``int32``: ``after`` unchanged.
+
+    >>> from schedules.sparse.recipes.library import csb_recipe
+    >>> str(csb_recipe(8).nest().buffers["explicit_l"].dtype)
+    'uint16'
+    """
+    import numpy as np
+    import tvm
+
+    if str(dtype) == "int32":
+        return after
+    try:
+        top = int(np.iinfo(np.dtype(dtype)).max)
+    except (TypeError, ValueError):
+        raise ScheduleError(f"{note}: index_dtype must be an integer type, got {dtype!r}") from None
+    ana, names = tvm.sym.Analyzer(), {}
+    for nm in levels:
+        lv = before.level(nm, note)
+        ext = ana.simplify(lv.hi - lv.lo)
+        if not ana.can_prove_equal(lv.lo, 0) or not hasattr(ext, "value") or int(ext.value) - 1 > top:
+            raise ScheduleError(f"{note}: loop {nm} runs over [{lv.lo}, {lv.hi}); a {dtype} index needs "
+                                f"a loop from 0 over a constant extent of at most {top + 1}")
+        buf = after.buffer_of(Role.EXPLICIT, nm)
+        if buf is not None:
+            names[buf.name] = dtype
+    return with_index_dtypes(after, names)

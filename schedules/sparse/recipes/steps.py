@@ -35,7 +35,7 @@ from typing import Any, Sequence
 
 from schedules.sparse import transforms as tf
 from schedules.sparse.recipes.nest import (BufferRole, Level, Role, SparseNest, format_buffer, free_vars,
-                                           loads)
+                                           loads, narrow_explicit_indices)
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["Step", "MakeDense", "Tile", "SortRows", "SplitAt", "Skew", "Shift", "Permute", "Normalize", "Known", "Project", "Compact",
@@ -181,12 +181,10 @@ class Tile(Step):
         if nest.row.same_as(lv.var) or _permuted(nest, nest.row, lv.var):
             # the outer tile owns disjoint output rows
             out = dataclasses.replace(out, meta=dict(out.meta, row_blocks=outer))
-        elif nest.col.same_as(lv.var):
-            # the outer tile owns disjoint rows of B (of the output of A.T @ B)
+        elif nest.col.same_as(lv.var):  # the outer tile owns disjoint rows of B (A.T @ B's output rows)
             out = dataclasses.replace(out, meta=dict(out.meta, col_blocks=outer))
-        if nest.row.same_as(lv.var) or nest.col.same_as(lv.var):
-            out = dataclasses.replace(out, meta=dict(out.meta, block_sizes={
-                **out.meta.get("block_sizes", {}), outer: (s, lv.lo, lv.hi)}))
+        out = dataclasses.replace(out, meta={**out.meta, "block_sizes": {  # each tile's size and range
+            **out.meta.get("block_sizes", {}), outer: (s, lv.lo, lv.hi)}})
         return out
 
     def on_space(self, space, csr):
@@ -488,10 +486,7 @@ class CompactAndPad(Step):
     block where it has no entry), so the loop stays dense and needs no
     ``explicit_index`` (ELL's rows).  The inspector aborts when the map is not
     injective.
-
-    ``index_dtype`` stores the compacted loops' explicit indices in a narrower integer
-    type (CSB's ``uint16`` in-block offsets); each such loop must run from 0 over a
-    constant extent the type holds.  The executor widens the loads in TIR.
+    ``index_dtype``: the explicit indices' type (:func:`~.nest.narrow_explicit_indices`).
     """
 
     levels: tuple
@@ -510,40 +505,15 @@ class CompactAndPad(Step):
         if self.identity is None:
             raise ScheduleError(f"{self.label}: padding needs the identity of the update "
                                 "operator (0 for +=); pass identity=")
-        out = _compact_nest(nest, tuple(self.levels), self.label, pad=True, arrays=tuple(self.arrays),
-                            identity=self.identity, keep_empty=self.keep_empty)
-        return out if self.index_dtype == "int32" else _narrow_indices(nest, out, self)
+        return narrow_explicit_indices(nest, _compact_nest(
+            nest, tuple(self.levels), self.label, pad=True, arrays=tuple(self.arrays), identity=self.identity,
+            keep_empty=self.keep_empty), self.levels, self.index_dtype, self.label)
 
     def on_space(self, space, csr):
         ident = self.identity
         if isinstance(ident, dict):
             ident = {a: ident.get(a) for a in self.arrays}
         return tf.compact_and_pad(space, tuple(self.levels), identity=ident, arrays=tuple(self.arrays))
-
-
-def _narrow_indices(before: SparseNest, after: SparseNest, step: "CompactAndPad") -> SparseNest:
-    """``after`` with the explicit indices of ``step``'s loops stored as ``step.index_dtype``."""
-    import numpy as np
-    import tvm
-
-    from schedules.sparse.recipes.nest import with_index_dtypes
-
-    try:
-        top = int(np.iinfo(np.dtype(step.index_dtype)).max)
-    except (TypeError, ValueError):
-        raise ScheduleError(f"{step.label}: index_dtype must be an integer type, got {step.index_dtype!r}") from None
-    names = {}
-    for nm in step.levels:
-        lv = before.level(nm, step.label)
-        ext = _simplify(lv.hi - lv.lo)
-        if not tvm.sym.Analyzer().can_prove_equal(lv.lo, 0) or not hasattr(ext, "value") \
-                or int(ext.value) - 1 > top:
-            raise ScheduleError(f"{step.label}: loop {nm} runs over [{lv.lo}, {lv.hi}); a {step.index_dtype} "
-                                f"index needs a loop from 0 over a constant extent of at most {top + 1}")
-        buf = after.buffer_of(Role.EXPLICIT, nm)
-        if buf is not None:
-            names[buf.name] = step.index_dtype
-    return with_index_dtypes(after, names)
 
 
 def _compacted_loops(outer, comp, keep_empty: bool, sizes: dict, buffers: dict, roles: dict,
