@@ -20,7 +20,6 @@ True
 """
 from __future__ import annotations
 
-import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 
 from schedules.sparse.formats import SparseFormat
-from schedules.sparse.inspectors import INSPECTORS, host_threads, inspector_threads
+from schedules.sparse.inspectors import INSPECTORS
 from schedules.sparse.selection import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION, Candidate, Choice,
                                         Selector, executor_params, select_format, sparse_features)
 from schedules.sparse.timed_choice import EXPECTED_RUNS, measure_close_candidates
@@ -48,7 +47,7 @@ class Plan:
     matrix: Any = field(repr=False)  # the validated CSR the format was built from
     features: dict[str, Any] = field(repr=False, default_factory=dict)
     inspect_seconds: float = 0.0
-    select_seconds: float = 0.0  # features, the selector and any measurement
+    select_seconds: float = 0.0  # features, the selector and any measurement (not the format's build)
     features_seconds: float = 0.0  # the features alone (part of select_seconds)
     expected_runs: float | None = EXPECTED_RUNS  # the runs a timed format's construction is priced over
 
@@ -149,7 +148,7 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
       ``False`` never.
     * ``expected_runs``: how many products the caller expects to run with the
       plan (default :data:`~schedules.sparse.timed_choice.EXPECTED_RUNS`, 100).
-      A timed candidate replaces the model's choice, already built meanwhile,
+      A timed candidate replaces the model's choice, built first,
       only when its gain per run times ``expected_runs`` exceeds its
       construction time (:meth:`~schedules.sparse.choice.Measurement.pays`);
       ``None`` keeps any clear winner whatever it costs to build.
@@ -167,78 +166,44 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
     t0 = time.perf_counter()
     feats = sparse_features(csr)
     t_feats = time.perf_counter() - t0
-    early: _EarlyFormat | None = None
+    model: tuple[Candidate, SparseFormat | None, BaseException | None] | None = None
+    t_model = 0.0
     if format is not None:
         choice = _forced_choice(format, format_args)
     else:
         choice = select_format(csr, int(n_cols), selector=selector, features=feats, measure=False)
         if measure or (measure is None and feats["nnz"] >= MEASURE_MIN_NNZ):
-            # the model's choice is built on the whole matrix while the candidates are built on a
-            # block; the timed runs start once it is done (it is the kept choice most of the time)
-            early = _EarlyFormat(csr, choice.candidate)
+            # the model's choice is built on the whole matrix first, on every core (it is the kept
+            # choice most of the time), then the candidates are built and timed on a block.  Built
+            # on a thread of its own beside the candidates' builds, it waited for the GIL behind
+            # their Python (the switch interval, 5 ms a turn): 20-45 runs of construction where
+            # it alone takes 1-3.
+            t_m = time.perf_counter()
+            model = (choice.candidate, *_built(csr, choice.candidate))
+            t_model = time.perf_counter() - t_m
             choice = measure_close_candidates(csr, int(n_cols), choice,
                                               max_row_fraction=MEASURE_ROW_FRACTION if feats["nnz"] > MEASURE_NNZ
-                                              else 1.0, before_runs=early.wait,
-                                              expected_runs=expected_runs, built=True)
+                                              else 1.0, expected_runs=expected_runs,
+                                              built=model[1] is not None)
     t1 = time.perf_counter()
-    if early is not None and early.candidate == choice.candidate:
-        fmt = early.result()
-        t_format = early.seconds  # overlapped with the candidates' builds, inside t1 - t0
+    if model is not None and model[0] == choice.candidate:
+        if model[2] is not None:
+            raise model[2]
+        fmt, t_format = model[1], t_model
     else:
         fmt = INSPECTORS[choice.format](csr, **choice.args, check_finite=False)  # checked above
         t_format = time.perf_counter() - t1
-    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t_format, select_seconds=t1 - t0,
+    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t_format, select_seconds=t1 - t0 - t_model,
                 features_seconds=t_feats, expected_runs=expected_runs)
 
 
-_EARLY_WORKER: dict[str, Any] = {"executor": None}
-_EARLY_LOCK = threading.Lock()
-
-
-def _early_worker():
-    """The one thread kept for the process that runs :class:`_EarlyFormat`'s inspectors (not the
-    inspectors' pool, whose workers they use): handing work to a parked thread costs a wake-up,
-    where starting a thread per inspect waits until the OS first runs it (milliseconds on a
-    loaded machine).  Calls of :func:`inspect` from several threads at once take turns on it."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _EARLY_LOCK:
-        if _EARLY_WORKER["executor"] is None:
-            _EARLY_WORKER["executor"] = ThreadPoolExecutor(max_workers=1, thread_name_prefix="tvmext-early-format")
-        return _EARLY_WORKER["executor"]
-
-
-class _EarlyFormat:
-    """``candidate``'s inspector on ``csr``, run on the early-format worker (:func:`_early_worker`)
-    from construction; :meth:`wait` waits for it, :meth:`result` returns the format or raises
-    what the inspector raised."""
-
-    def __init__(self, csr: Any, candidate: Candidate):
-        self.candidate = candidate
-        self._fmt: SparseFormat | None = None
-        self._error: BaseException | None = None
-        self.seconds = 0.0  # the inspector's own time, once it finished
-        self._future = _early_worker().submit(self._run, csr)
-
-    def _run(self, csr: Any) -> None:
-        t0 = time.perf_counter()
-        try:
-            # the calling thread builds the timed candidates meanwhile: it keeps one core
-            with inspector_threads(max(host_threads() - 1, 1)):
-                self._fmt = INSPECTORS[self.candidate.format](csr, **self.candidate.args, check_finite=False)
-        except BaseException as err:  # handed to the caller by result()
-            self._error = err
-        self.seconds = time.perf_counter() - t0
-
-    def wait(self) -> None:
-        self._future.result()  # _run keeps the inspector's error for result()
-
-    def result(self) -> SparseFormat:
-        self.wait()
-        if self._error is not None:
-            raise self._error
-        assert self._fmt is not None
-        return self._fmt
+def _built(csr: Any, candidate: Candidate) -> tuple[SparseFormat | None, BaseException | None]:
+    """``candidate``'s format on ``csr``, or the error its inspector raised (a model's choice the
+    whole matrix refuses, e.g. DIA past its fill limit: the timed candidates decide then)."""
+    try:
+        return INSPECTORS[candidate.format](csr, **candidate.args, check_finite=False), None
+    except (InputError, ConfigError, MemoryError) as err:
+        return None, err
 
 
 #: :func:`inspect` under a name that does not shadow the standard library's

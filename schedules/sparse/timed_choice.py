@@ -109,7 +109,6 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
                              max_row_fraction: float = 1.0, repeat: int = 7, min_rounds: int = 3,
                              override: float = MEASURE_OVERRIDE, target: Any = None,
-                             before_runs: Callable[[], Any] | None = None,
                              expected_runs: float | None = None, built: bool = False) -> Choice:
     """Time the choice against close candidates and a baseline; keep one that clearly wins.
 
@@ -125,12 +124,9 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     The model's choice stays unless another beats it by more than ``override`` in the
     median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
-    ``spent_seconds``.  ``before_runs`` is called (its time not counted) once
-    the candidates are built and before the first timed run, also when fewer
-    than two could be built: :func:`~schedules.sparse.plan.inspect` builds the
-    model's choice on the whole matrix on other threads meanwhile, and waits
-    there, so that no timed run shares the cores with it (``built=True`` says so: the model's
-    choice then costs nothing more to keep).  ``expected_runs`` prices construction: a faster
+    ``spent_seconds``.  ``built=True`` says that the model's choice is built
+    on the whole matrix already (:func:`~schedules.sparse.plan.inspect` builds
+    it first): keeping it costs nothing more.  ``expected_runs`` prices construction: a faster
     candidate is kept only when its gain per run over that many runs pays for its inspector
     (:meth:`Measurement.pays`, the inspectors timed on the block on one thread, divided by the
     threads the whole matrix's inspectors split over); ``None`` does not price it.
@@ -147,8 +143,6 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     """
     cands = _close_candidates(choice, margin, top_k)
     if len(cands) < 2:
-        if before_runs is not None:
-            before_runs()
         return choice
     t0 = time.perf_counter()
     a, b = _row_block(csr, max_nnz, int(np.ceil(max_row_fraction * csr.shape[0])))
@@ -158,10 +152,6 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     exes, failed, build_seconds = _build_on_block(block, cands, n_cols, target)
     if csr.nnz >= BCSR_THREADED_NNZ:  # the whole matrix's inspector splits over the threads
         build_seconds = {k: v / host_threads() for k, v in build_seconds.items()}
-    waited = time.perf_counter()
-    if before_runs is not None:
-        before_runs()
-    waited = time.perf_counter() - waited
     if not exes:
         return choice
     best = dict(choice.scored).get(choice.candidate)
@@ -175,7 +165,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     ratios = {} if mine is None else {
         label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
-                       time.perf_counter() - t0 - waited, override, ratios, far, build_seconds,
+                       time.perf_counter() - t0, override, ratios, far, build_seconds,
                        None if expected_runs is None else float(expected_runs),
                        mine_label if built else None)
     return _kept_choice(choice, cands, meas)
@@ -184,9 +174,10 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
 def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
                     target: Any) -> tuple[dict[str, Any], dict[str, str], dict[str, float]]:
     """Each candidate's executor on ``block`` (by label), why the others could not be built,
-    and each built one's inspector seconds on the block.  The inspectors run on this thread
-    alone (:func:`~schedules.sparse.inspectors.inspector_threads`): the model's choice is
-    being built on the other cores meanwhile (:func:`~schedules.sparse.plan.inspect`)."""
+    and each built one's inspector seconds on the block, on this thread alone
+    (:func:`~schedules.sparse.inspectors.inspector_threads`): a time per thread, which
+    :func:`measure_close_candidates` divides by the threads the whole matrix's inspector
+    would split over."""
     from schedules.sparse.executors import build_executor
     from schedules.sparse.inspectors import INSPECTORS, inspector_threads
 
