@@ -24,7 +24,7 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
-from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, subst
+from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, loads, subst
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["naive_primfunc", "row_tile_primfunc", "emit_row_tile", "row_tile_part", "part_buffer",
@@ -743,23 +743,104 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
     head_guards = [g for g in guards if g not in in_block]
     hoisted = _hoist_block_guards(block, in_block)
 
+    def emit(vm, gs):
+        _emit_levels(f, ordered, gs, dict(vm),
+                     lambda vm2: fma(vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else 0),
+                     unroll=True)
+
     def body(vm):
-        def emit(gs):
-            _emit_levels(f, ordered, gs, dict(vm),
-                         lambda vm2: fma(vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else 0),
-                         unroll=True)
         if hoisted is None:
-            emit(in_block)
+            emit(vm, in_block)
             return
         with f.T.If(subst(hoisted[0], vm)):
             with f.T.Then():
-                emit(hoisted[1])
+                emit(vm, hoisted[1])
             with f.T.Else():
-                emit(in_block)
+                emit(vm, in_block)
 
-    _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
+    whole = _at_largest_index(nest, hoisted[0]) if hoisted is not None else None
+    if whole is None:
+        _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
+    else:
+        # the edge guards hold on every block when they hold at the largest index the format can
+        # store (a size test, once per row tile: BCSR with C dividing K runs with no test per block)
+        with f.T.If(whole):
+            with f.T.Then():
+                _emit_levels(f, head, head_guards, dict(vmap), lambda vm: emit(vm, hoisted[1]), unroll=True)
+            with f.T.Else():
+                _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
     if slot is not None:
         fold(int(subst(slot.hi - slot.lo, {}).value), False)
+
+
+def _at_largest_index(nest: SparseNest, cond):
+    """``cond`` (a conjunction of ``a < b``) with each explicit index read replaced by the largest
+    value the format stores there (the last iteration of the loop it compacted, a bound in the
+    sizes), when every ``a`` grows with those reads and no ``b`` reads one: then it holds for
+    every stored entry when it holds here, and it reads only sizes.  None otherwise."""
+    import tvm
+    from tvm import tirx
+    from tvm.ir.expr import TensorLoad
+
+    from schedules.sparse.recipes.nest import Role
+
+    bounds = nest.meta.get("compaction", {}).get("bounds", {})
+    sizes = list(nest.sizes.values())
+    ana = tvm.sym.Analyzer()
+    conds: list = []
+
+    def largest(load):
+        role = nest.roles.get(load.source.name)
+        if role is None or role.role is not Role.EXPLICIT or role.of not in bounds:
+            return None
+        lo, hi = bounds[role.of]
+        if not all(any(v.same_as(s) for s in sizes) for v in free_vars(lo) + free_vars(hi)):
+            return None
+        conds.append(ana.simplify(lo < hi))     # an empty range: no stored index is below hi
+        return hi - 1
+
+    def one(g):
+        if not isinstance(g, tirx.LT) or loads(g.b):
+            return None
+        x = tirx.Var("x", "int32")
+        found: list = []
+        a = _map_loads(g.a, lambda ld: found.append(ld) or x)
+        top = largest(found[0]) if len(found) == 1 else None
+        if top is None:
+            return None
+        step = ana.simplify(subst(a, {x: x + 1}) - a)
+        if not hasattr(step, "value") or int(step.value) <= 0:
+            return None
+        return ana.simplify(subst(a, {x: top}) < g.b)
+
+    stack = [cond]
+    while stack:
+        g = stack.pop()
+        if isinstance(g, tirx.And):
+            stack += [g.a, g.b]
+            continue
+        c = one(g)
+        if c is None:
+            return None
+        conds.append(c)
+    return _all(conds)
+
+
+def _map_loads(expr, on_load):
+    """``expr`` with each buffer read replaced by ``on_load(read)`` (variables kept)."""
+    from tvm import tirx
+    from tvm.ir.expr import TensorLoad
+
+    if isinstance(expr, TensorLoad):
+        return on_load(expr)
+    if isinstance(expr, (tirx.Var, tirx.IntImm, tirx.FloatImm)):
+        return expr
+    name = type(expr).__name__
+    if hasattr(tirx, name) and hasattr(expr, "a") and hasattr(expr, "b"):
+        return getattr(tirx, name)(_map_loads(expr.a, on_load), _map_loads(expr.b, on_load))
+    if isinstance(expr, tirx.Cast):
+        return tirx.Cast(str(expr.ty), _map_loads(expr.value, on_load))
+    raise ScheduleError(f"lowering: unsupported expression in a guard: {expr}")
 
 
 def _hoist_block_guards(block: Sequence[Level], guards: Sequence):

@@ -622,7 +622,9 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     meta = dict(nest.meta, compaction={"levels": levels, "outer": tuple(lv.name for lv in outer),
                                        "inner": tuple(lv.name for lv in inner), "pad": pad,
                                        "arrays": arrays, "identity": identity,
-                                       "keep_empty": keep_empty})
+                                       "keep_empty": keep_empty,
+                                       # each compacted loop's range: its explicit index's values
+                                       "bounds": {lv.name: (lv.lo, lv.hi) for lv in comp}})
     return nest.replace(note, levels=tuple(_simplify_level(lv) for lv in new_levels), guards=tuple(guards),
                         buffers=buffers, roles=roles, sizes=sizes, meta=meta, **new)
 
