@@ -20,18 +20,16 @@ generator, and reads the same format arrays and part boundaries
 """
 from __future__ import annotations
 
+from schedules.sparse.executors.bcsr import check_block
 from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, check_consumer, check_dtype,
                                                 consumer_buffers, parallel_items, parse_prim_func,
                                                 prim_func_source)
 from schedules.sparse.executors.spec import ExecParams
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
                                               tier_chains)
-from tvm_ext.errors import ConfigError, InputError
+from tvm_ext.errors import ConfigError
 
-__all__ = ["csr_spmm_source", "bcsr_spmm_source", "fused_spmm_primfunc", "check_block", "MAX_BLOCK"]
-
-#: Largest R or C the unrolled BCSR micro-kernel is generated for.
-MAX_BLOCK = 16
+__all__ = ["csr_spmm_source", "bcsr_spmm_source", "fused_spmm_primfunc"]
 
 
 def _dynamic(params: ExecParams, consumer: RowConsumer | None) -> bool:
@@ -77,13 +75,6 @@ def csr_spmm_source(params: ExecParams, dtype: str, consumer: RowConsumer | None
     sizes += [v for v in (consumer.size_vars if consumer else ()) if v not in sizes]
     name = "csr_spmm" + ("_fused" if consumer else "")
     return prim_func_source(name, bufs, [("alpha", dtype), ("beta", dtype)], sizes, code)
-
-
-def check_block(R: int, C: int) -> None:
-    """Raise :class:`InputError` unless ``R`` and ``C`` are integers in ``1..MAX_BLOCK``."""
-    for name, v in (("R", R), ("C", C)):
-        if int(v) != v or not 1 <= v <= MAX_BLOCK:
-            raise InputError(f"bcsr: block {name} must be an integer in 1..{MAX_BLOCK}, got {v!r}")
 
 
 def bcsr_spmm_source(params: ExecParams, dtype: str, R: int, C: int,

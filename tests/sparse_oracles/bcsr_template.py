@@ -16,8 +16,8 @@ larger blocks accumulate per row.
 """
 from __future__ import annotations
 
-from schedules.fusion.fused_spmm_source import bcsr_spmm_source, check_block
-from schedules.sparse.executors.bcsr import BCSRKernels, BCSRParams
+from schedules.fusion.fused_spmm_source import bcsr_spmm_source
+from schedules.sparse.executors.bcsr import BCSRKernels, BCSRParams, check_block
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers, dynamic_parts,
                                                 parallel_items, parse_prim_func, prim_func_source,
                                                 resolve_dynamic)

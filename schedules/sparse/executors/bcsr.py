@@ -27,7 +27,7 @@ from schedules.sparse.recipes.container import ContainerKernels, generated_primf
 from schedules.sparse.recipes.nest import BufferRole, Role
 from tvm_ext.errors import InputError
 
-__all__ = ["BCSRParams", "BCSRKernels", "bcsr_spmm_primfunc", "bcsr_spmv_primfunc", "MAX_BLOCK"]
+__all__ = ["BCSRParams", "BCSRKernels", "bcsr_spmm_primfunc", "bcsr_spmv_primfunc", "check_block", "MAX_BLOCK"]
 
 #: Largest R or C the unrolled micro-kernel is generated for.
 MAX_BLOCK = 16
@@ -48,11 +48,12 @@ class BCSRParams(ExecParams):
 def _recipe(R: int, C: int):
     from schedules.sparse.recipes.library import bcsr_recipe
 
-    _check_block(R, C)
+    check_block(R, C)
     return bcsr_recipe(int(R), int(C))
 
 
-def _check_block(R: int, C: int) -> None:
+def check_block(R: int, C: int) -> None:
+    """Raise :class:`InputError` unless ``R`` and ``C`` are integers in ``1..MAX_BLOCK``."""
     for name, v in (("R", R), ("C", C)):
         if int(v) != v or not 1 <= v <= MAX_BLOCK:
             raise InputError(f"bcsr: block {name} must be an integer in 1..{MAX_BLOCK}, got {v!r}")
@@ -77,7 +78,7 @@ class BCSRKernels(ContainerKernels):
     params_cls = BCSRParams
 
     def check(self, fmt) -> None:
-        _check_block(fmt.R, fmt.C)
+        check_block(fmt.R, fmt.C)
         m, k = fmt.shape
         mb, kb = -(-m // fmt.R), -(-k // fmt.C)
         require_value_dtype(fmt.data, "bcsr.data")
