@@ -20,14 +20,11 @@ from dataclasses import dataclass
 
 from schedules.sparse.executors.checks import (require_array, require_pointer, require_range,
                                                require_value_dtype)
-from schedules.sparse.executors.spec import ExecParams
+from schedules.sparse.executors.spec import SPMV_PARTIAL_SUMS, ExecParams
 from schedules.sparse.recipes.container import ContainerKernels, generated_primfunc
 from schedules.sparse.recipes.nest import BufferRole, Role
 
 __all__ = ["CSRParams", "CSRKernels", "csr_spmm_primfunc", "csr_spmv_primfunc", "SPMV_PARTIAL_SUMS"]
-
-#: Default interleaved partial sums of the SpMV kernels (a row's non-zeros round-robin).
-SPMV_PARTIAL_SUMS = 4
 
 
 @dataclass(frozen=True)
@@ -36,7 +33,7 @@ class CSRParams(ExecParams):
     grain.  For SpMV ``unroll`` is the number of interleaved partial sums over a row's
     non-zeros (default :data:`SPMV_PARTIAL_SUMS`).  ``dynamic=True`` (or ``None``: when the
     atomics helper builds): the threads of a parallel kernel claim the parts at run time
-    (:func:`~schedules.sparse.recipes.lower.emit_claimed_parts`; give it more
+    (:func:`~schedules.sparse.recipes.row_tile.emit_claimed_parts`; give it more
     ``parts_per_thread``, e.g. 16).  Off by default: on a busy 2-core machine it cut the median
     time 1.3-1.9x in one set of runs and was even or 5-10% slower in another."""
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from tvm_ext.errors import ConfigError
 
-__all__ = ["ExecParams", "FormatKernels", "KINDS", "MAX_ACCUMULATORS", "SERIAL_WORK"]
+__all__ = ["ExecParams", "FormatKernels", "KINDS", "MAX_ACCUMULATORS", "SERIAL_WORK", "SPMV_PARTIAL_SUMS"]
 
 #: Executor kinds: sparse times dense matrix, sparse times vector.
 KINDS = ("spmm", "spmv")
@@ -40,6 +40,9 @@ MAX_ACCUMULATORS = 24
 #: Below this many multiply-adds (stored entries x N) the default is a serial
 #: kernel: a parallel launch costs a few microseconds of thread wake-up.
 SERIAL_WORK = 1 << 16
+
+#: Default interleaved partial sums of the SpMV kernels (a row's non-zeros round-robin).
+SPMV_PARTIAL_SUMS = 4
 
 
 @dataclass(frozen=True)

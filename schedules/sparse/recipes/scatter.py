@@ -29,11 +29,11 @@ import numpy as np
 
 from schedules.sparse.recipes.lower import (_const, _emit_levels, _Func, _if, _lanes, _Tier, _tiers,
                                             part_buffer, simplify_guards)
-from schedules.sparse.recipes.nest import Role, SparseNest, subst, uses
+from schedules.sparse.recipes.nest import Role, SparseNest, loads, subst, uses
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["scatter_primfunc", "scatter_part", "emit_scatter", "transposed", "strict", "block_parts",
-           "scatter_op_primfunc", "op_passes", "OPS"]
+           "scatter_op_primfunc", "op_passes", "row_sorted", "row_runs", "OPS"]
 
 #: Products one stored matrix gives: ``A @ B``, ``A.T @ B``, and ``(L + L.T - D) @ B`` when
 #: only the lower triangle ``L`` (diagonal ``D`` included) is stored.
@@ -176,15 +176,13 @@ def scatter_op_primfunc(nest: SparseNest, kernel, op: str = "A"):
 
     Returns ``(PrimFunc, [part kind per pass])`` (part arrays follow the format arrays, in pass order).
     """
-    from schedules.sparse.recipes.recipe import _row_runs
-
     passes = op_passes(nest, op)
     kinds = [scatter_part(p, kernel, row_sorted=False) for p, _ in passes]
     parts = [part_buffer(f"part{i}") if k else None for i, k in enumerate(kinds)]
     name = {"A": "", "A.T": "_t", "sym_lower": "_sym"}[op]
     with _Func(passes[0][0], f"recipe_scatter{name}_{nest.kind}", [p for p in parts if p is not None]) as f:
         for (pn, scale), part in zip(passes, parts):
-            emit_scatter(f, pn, kernel, part, row_sorted=False, row_runs=_row_runs(pn), scale=scale)
+            emit_scatter(f, pn, kernel, part, row_sorted=False, row_runs=row_runs(pn), scale=scale)
     return f.get(), kinds
 
 
@@ -366,3 +364,25 @@ def _all_columns(f: _Func, tiers: Sequence[_Tier], stmt: Callable) -> None:
             else:
                 base = tier.base(None)
                 _lanes(f, tier, lambda lane: stmt(base + lane))
+
+
+def row_sorted(nest: SparseNest) -> bool:
+    """Whether the outermost loop runs over compacted entries sorted by the output row."""
+    comp = nest.meta.get("compaction", {})
+    levels = comp.get("levels", ())
+    if not levels or comp.get("outer") or not nest.levels:
+        return False
+    first = nest.buffer_of(Role.EXPLICIT, levels[0])
+    return first is not None and bool(loads(nest.row)) and loads(nest.row)[0].same_as(first) \
+        and nest.levels[0].name == "p"
+
+
+def row_runs(nest: SparseNest) -> bool:
+    """Whether the innermost loop runs over single entries sorted by output row within each
+    iteration of the loops outside it (the compaction's first level is the row's)."""
+    comp = nest.meta.get("compaction", {})
+    levels = comp.get("levels", ())
+    if not levels or comp.get("inner") or comp.get("keep_empty") or nest.levels[-1].name != "p":
+        return False
+    first = nest.buffer_of(Role.EXPLICIT, levels[0])
+    return first is not None and any(b.same_as(first) for b in loads(nest.row))
