@@ -22,8 +22,6 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
-import numpy as np
-
 from tvm_ext.errors import InputError
 
 __all__ = ["INSPECTOR_KINDS", "MEASURE_ROUNDS", "InspectorChoice", "RecipeInspector", "DECISIONS", "size_class"]

@@ -31,8 +31,8 @@ import numpy as np
 
 from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.partition import balanced_parts, row_aligned_chunks, uniform_parts
-from schedules.sparse.executors.spec import ExecParams, FormatKernels
-from schedules.sparse.recipes import lower, scatter, vector_rows
+from schedules.sparse.executors.spec import SPMV_PARTIAL_SUMS, ExecParams, FormatKernels
+from schedules.sparse.recipes import lower, row_tile, scatter, vector_rows
 from schedules.sparse.recipes.nest import (BufferRole, Role, SparseNest, csr_loop_nest, loads,
                                            nest_from_primfunc)
 from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
@@ -155,10 +155,10 @@ class Recipe:
             if how.vector_rows and vector_rows.vector_rows_fit(nest):
                 return (vector_rows.vector_rows_part(nest, kernel),
                         lambda f, part, scale: vector_rows.emit_vector_rows(f, nest, kernel, part))
-            return (lower.row_tile_part(nest, kernel),
-                    lambda f, part, scale: lower.emit_row_tile(f, nest, kernel, part))
+            return (row_tile.row_tile_part(nest, kernel),
+                    lambda f, part, scale: row_tile.emit_row_tile(f, nest, kernel, part))
         if isinstance(how, Scatter):
-            sorted_, runs = _row_sorted(nest), _row_runs(nest)
+            sorted_, runs = scatter.row_sorted(nest), scatter.row_runs(nest)
             return (scatter.scatter_part(nest, kernel, row_sorted=sorted_),
                     lambda f, part, scale: scatter.emit_scatter(f, nest, kernel, part, row_sorted=sorted_,
                                                                 row_runs=runs, scale=scale))
@@ -171,7 +171,7 @@ class Recipe:
     def acc_rows(self, dtype: str) -> int:
         """Output rows one SpMM block holds in registers (bounds the column tile's vectors)."""
         nest = self.nest(dtype, "spmm")
-        return lower.block_rows(nest) if isinstance(self._lowering(), RowTile) else 1
+        return row_tile.block_rows(nest) if isinstance(self._lowering(), RowTile) else 1
 
     def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
         """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""
@@ -250,28 +250,6 @@ class Recipe:
         return f"recipe {self.name}: {steps}\nschedule: {sched}\n{self.nest()}"
 
 
-def _row_sorted(nest: SparseNest) -> bool:
-    """Whether the outermost loop runs over compacted entries sorted by the output row."""
-    comp = nest.meta.get("compaction", {})
-    levels = comp.get("levels", ())
-    if not levels or comp.get("outer") or not nest.levels:
-        return False
-    first = nest.buffer_of(Role.EXPLICIT, levels[0])
-    return first is not None and bool(loads(nest.row)) and loads(nest.row)[0].same_as(first) \
-        and nest.levels[0].name == "p"
-
-
-def _row_runs(nest: SparseNest) -> bool:
-    """Whether the innermost loop runs over single entries sorted by output row within each
-    iteration of the loops outside it (the compaction's first level is the row's)."""
-    comp = nest.meta.get("compaction", {})
-    levels = comp.get("levels", ())
-    if not levels or comp.get("inner") or comp.get("keep_empty") or nest.levels[-1].name != "p":
-        return False
-    first = nest.buffer_of(Role.EXPLICIT, levels[0])
-    return first is not None and any(b.same_as(first) for b in loads(nest.row))
-
-
 def _array(name: str, role: BufferRole | None, x, comp_meta) -> np.ndarray:
     """The inspector array that executor parameter ``name`` (holding ``role``) binds."""
     if role is None or role.role is Role.SOURCE:
@@ -328,8 +306,6 @@ def _resolve(params: ExecParams | None, dtype: str, kind: str, n_cols, target, w
              acc_rows: int = 1) -> ExecParams:
     p = params or ExecParams()
     if kind == "spmv" and p.unroll is None:
-        from schedules.sparse.executors.csr import SPMV_PARTIAL_SUMS
-
         p = dataclasses.replace(p, unroll=SPMV_PARTIAL_SUMS)
     p = p.resolve(dtype, n_cols if kind == "spmm" else 1, target, work=work,
                   acc_rows=acc_rows if kind == "spmm" else 1)

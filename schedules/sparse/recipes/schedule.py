@@ -73,7 +73,7 @@ class Reorder:
 
 @dataclass(frozen=True)
 class RowTile:
-    """Lower with :func:`~.lower.row_tile_primfunc` (the micro-kernel steps); with
+    """Lower with :func:`~.row_tile.row_tile_primfunc` (the micro-kernel steps); with
     ``vector_rows``, SpMV nests whose inner ranges do not depend on the row use
     :func:`~.lower.vector_rows_primfunc` (one vector over ``lanes`` rows) instead."""
 

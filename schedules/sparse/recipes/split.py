@@ -22,7 +22,7 @@ from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.spec import ExecParams
 from schedules.sparse.recipes import lower
 from schedules.sparse.recipes.nest import SparseNest, csr_loop_nest, nest_from_primfunc
-from schedules.sparse.recipes.recipe import GeneratedFormat, Recipe, _resolve
+from schedules.sparse.recipes.recipe import GeneratedFormat, _resolve
 from schedules.sparse.recipes.schedule import MicroKernel, Scatter
 from schedules.sparse.recipes.steps import SplitAt
 from tvm_ext.errors import ScheduleError
