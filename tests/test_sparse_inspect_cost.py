@@ -135,7 +135,7 @@ def test_compiled_ell_equals_the_numpy_scatter(m, density, extra, seed, f64):
 
 @needs_cc
 def test_a_thread_cap_splits_fewer_ranges_and_builds_the_same_formats():
-    from schedules.sparse.inspectors import host_threads, inspector_threads, row_ranges
+    from schedules.sparse.host_threads import host_threads, inspector_threads, row_ranges
     from tvm_ext.workloads import lap3d
 
     A = canonical_csr(lap3d(24, 27), dtype="float32")  # 370K nnz: past the threaded size

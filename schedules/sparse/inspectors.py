@@ -37,14 +37,12 @@ bcsr: make_dense() -> tile(i, 2) -> tile(k, 2) -> permute([ii, kk, i, k]) -> com
 """
 from __future__ import annotations
 
-import os
-import threading
-from contextlib import contextmanager
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import numpy as np
 import scipy.sparse as sp
 
+from schedules.sparse.host_threads import on_threads, row_ranges
 from schedules.sparse.formats import BCSR, COO, CSB, CSR, DIA, ELL, HYB, SELL, SparseFormat
 from schedules.sparse.transforms import (
     Recipe, Step, compact, compact_and_pad, csr_space, known, make_dense, normalize, permute, reorder,
@@ -269,7 +267,7 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None, check_finite: 
     R, C = _param("bcsr", "R", R), _param("bcsr", "C", C)
     csr = canonical_csr(A, dtype=dtype, allow_nan=not check_finite)
     m, k = csr.shape
-    n_br, n_bc = -(-m // R), -(-k // C)
+    n_br = -(-m // R)
     if csr.nnz == 0:
         return BCSR(tuple(csr.shape), R, C, _zeros(n_br + 1, _INDEX), _zeros(0, _INDEX),
                     _zeros((0, R, C), csr.data.dtype))
@@ -279,9 +277,6 @@ def to_bcsr(A: Any, R: int = 4, C: int = 4, *, dtype: Any = None, check_finite: 
     return _bcsr_scipy(csr, R, C)
 
 
-#: Non-zeros from which the compiled helpers (the BCSR merge, the diagonal marks) split their
-#: pass over the host's threads.
-BCSR_THREADED_NNZ = 200_000
 _MAX_NATIVE_R = 64  # tvmext_inspect.c's MAX_R (the fill's merge heads)
 
 
@@ -296,55 +291,6 @@ def _native_helpers(csr: sp.csr_array, R: int = 1):
     if csr.indices.dtype != np.int32 or csr.indptr.dtype != np.int32:
         return None
     return inspect_helpers()
-
-
-_THREAD_CAP = threading.local()
-
-
-@contextmanager
-def inspector_threads(threads: int) -> Iterator[None]:
-    """Cap the compiled inspectors' threads (:func:`row_ranges`) on this thread to ``threads``
-    (at least 1) inside the ``with`` block: :func:`~schedules.sparse.plan.inspect` builds a
-    format on a thread of its own while its main thread builds the timed candidates, and the
-    two together must not ask for more threads than there are cores.
-
-    >>> import scipy.sparse as sp
-    >>> with inspector_threads(1):
-    ...     len(row_ranges(sp.random(1000, 1000, density=0.3, format="csr")))
-    1
-    """
-    before = getattr(_THREAD_CAP, "threads", None)
-    _THREAD_CAP.threads = max(int(threads), 1)
-    try:
-        yield
-    finally:
-        _THREAD_CAP.threads = before
-
-
-def host_threads() -> int:
-    """Threads the compiled inspectors may use on this thread: TVM's thread count
-    (:func:`~tvm_ext.target.num_threads`), at most the cores this process may run on, and at
-    most the cap of an enclosing :func:`inspector_threads`."""
-    from tvm_ext.target import num_threads
-
-    cap = getattr(_THREAD_CAP, "threads", None)
-    threads = min(num_threads(), len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity")
-                  else (os.cpu_count() or 1))
-    return max(min(threads, cap) if cap is not None else threads, 1)
-
-
-def row_ranges(csr: sp.csr_array, R: int = 1) -> list[tuple[int, int]]:
-    """Ranges of block rows of ``R`` rows with about equal non-zeros, one per inspector thread
-    (:func:`host_threads`; one range below :data:`BCSR_THREADED_NNZ` non-zeros): the split of
-    the compiled helpers."""
-    n_br = -(-csr.shape[0] // R)
-    threads = min(host_threads(), n_br) if csr.nnz >= BCSR_THREADED_NNZ else 1
-    if threads <= 1:
-        return [(0, n_br)]
-    starts = csr.indptr[::R]  # non-zeros before each block row
-    cuts = np.searchsorted(starts, np.linspace(0, csr.nnz, threads + 1)[1:-1], side="left")
-    cuts = np.unique(np.concatenate([[0], cuts, [n_br]])).tolist()
-    return list(zip(cuts[:-1], cuts[1:]))
 
 
 def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
@@ -375,42 +321,6 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
                                        a, b, bptr.ctypes.data, bcol.ctypes.data, data.ctypes.data)
                 for a, b in ranges])
     return BCSR(tuple(csr.shape), R, C, _index(bptr, "bcsr: block count"), bcol, data)
-
-
-def on_threads(calls: list[Callable[[], Any]]) -> None:
-    """Run ``calls`` (compiled, GIL-releasing) on threads: the first on this one, the others on
-    a pool kept for the process (starting a thread waits until the OS runs it: tens of
-    microseconds on an idle machine, milliseconds on a busy one, twice per BCSR build).
-    An exception in any call is raised here once all have finished."""
-    if len(calls) == 1:
-        calls[0]()
-        return
-    futures = [_pool(len(calls) - 1).submit(c) for c in calls[1:]]
-    try:
-        calls[0]()
-    finally:
-        for f in futures:
-            f.exception()  # wait for every call before any error leaves (they write shared arrays)
-    for f in futures:
-        f.result()
-
-
-_POOL: dict[str, Any] = {"executor": None, "workers": 0}
-_POOL_LOCK = threading.Lock()
-
-
-def _pool(workers: int):
-    """The inspectors' thread pool, grown to at least ``workers`` threads."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    with _POOL_LOCK:
-        if _POOL["workers"] < workers:
-            old = _POOL["executor"]
-            _POOL.update(executor=ThreadPoolExecutor(max_workers=workers, thread_name_prefix="tvmext-inspect"),
-                         workers=workers)
-            if old is not None:
-                old.shutdown(wait=False)
-        return _POOL["executor"]
 
 
 def _bcsr_scipy(csr: sp.csr_array, R: int, C: int) -> BCSR:

@@ -191,7 +191,7 @@ def _structure_stats(A: Any, limit: int = DIAGONAL_COUNT_LIMIT) -> dict[str, Any
     marked by the compiled helper on the host's threads (up to ``limit``,
     ``diagonals_exact``), the bandwidth from every row's first and last column (the same pass);
     None without the helper."""
-    from schedules.sparse.inspectors import on_threads, row_ranges
+    from schedules.sparse.host_threads import on_threads, row_ranges
     from schedules.sparse.native import inspect_helpers
 
     lib = inspect_helpers()

@@ -18,7 +18,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from schedules.sparse.choice import BASELINE_FORMATS, Candidate, Choice, Measurement
-from schedules.sparse.inspectors import BCSR_THREADED_NNZ, host_threads
+from schedules.sparse.host_threads import BCSR_THREADED_NNZ, host_threads
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES
 
 __all__ = ["MEASURE_MIN_NNZ", "MEASURE_NNZ", "MEASURE_ROW_FRACTION", "MEASURE_OVERRIDE", "BLOCK_ALIGN",
@@ -175,11 +175,12 @@ def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
                     target: Any) -> tuple[dict[str, Any], dict[str, str], dict[str, float]]:
     """Each candidate's executor on ``block`` (by label), why the others could not be built,
     and each built one's inspector seconds on the block, on this thread alone
-    (:func:`~schedules.sparse.inspectors.inspector_threads`): a time per thread, which
+    (:func:`~schedules.sparse.host_threads.inspector_threads`): a time per thread, which
     :func:`measure_close_candidates` divides by the threads the whole matrix's inspector
     would split over."""
     from schedules.sparse.executors import build_executor
-    from schedules.sparse.inspectors import INSPECTORS, inspector_threads
+    from schedules.sparse.host_threads import inspector_threads
+    from schedules.sparse.inspectors import INSPECTORS
 
     kind = "spmv" if n_cols == 1 else "spmm"
     failed: dict[str, str] = {}
