@@ -27,7 +27,8 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["RADIX_BITS", "CHUNK_MIN", "radix_pass_primfunc", "bucket_pass_primfunc", "group_primfunc",
+__all__ = ["RADIX_BITS", "CHUNK_MIN", "radix_pass_primfunc", "bucket_pass_primfunc", "counting_pass_primfunc",
+           "group_primfunc",
            "segment_compact_primfunc", "collision_primfunc", "gather_primfunc", "pad_fill_primfunc",
            "kernel", "build_kernels", "as_tensor", "threads"]
 
@@ -38,7 +39,8 @@ CHUNK_MIN = 1 << 15
 
 
 def radix_pass_primfunc():
-    """The PrimFunc of one stable LSD radix-sort pass over ``(key, idx)`` pairs by digit ``shift``.
+    """The PrimFunc of one stable LSD radix-sort pass over ``(key, idx)`` pairs by digit ``shift``
+    (:func:`counting_pass_primfunc` with digit ``(key >> shift) & (2**RADIX_BITS - 1)``).
 
     Arguments: ``key_in, idx_in, key_out, idx_out`` (int64, length ``n``),
     ``hist`` (int64 ``[nchunk, 2**RADIX_BITS]`` workspace), ``shift``.
@@ -46,59 +48,39 @@ def radix_pass_primfunc():
     >>> len(radix_pass_primfunc().params)
     6
     """
-    from tvm.script import tirx as T
+    from tvm import tirx
 
-    nb = 1 << RADIX_BITS
-    mask = nb - 1
-
-    @T.prim_func
-    def radix_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
-                   shift: T.int64):
-        T.func_attr({"global_symbol": "main", "tirx.noalias": True})
-        n = T.int64()
-        nchunk = T.int64()
-        key_in = T.match_buffer(k_in, (n,), "int64")
-        idx_in = T.match_buffer(i_in, (n,), "int64")
-        key_out = T.match_buffer(k_out, (n,), "int64")
-        idx_out = T.match_buffer(i_out, (n,), "int64")
-        hist = T.match_buffer(h, (nchunk, nb), "int64")
-        for c in T.parallel(nchunk):                      # count pass, one chunk of entries each
-            for b in range(nb):
-                hist[c, b] = T.int64(0)
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = T.shift_right(key_in[e], shift) & T.int64(mask)
-                hist[c, d] = hist[c, d] + T.int64(1)
-        run = T.alloc_buffer((1,), "int64")
-        run[0] = T.int64(0)
-        for b in range(nb):                               # prefix sum over (digit, chunk)
-            for q in range(nchunk):
-                t: T.int64 = hist[q, b]
-                hist[q, b] = run[0]
-                run[0] = run[0] + t
-        for c in T.parallel(nchunk):                      # stable scatter pass
-            for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = T.shift_right(key_in[e], shift) & T.int64(mask)
-                p: T.int64 = hist[c, d]
-                key_out[p] = key_in[e]
-                idx_out[p] = idx_in[e]
-                hist[c, d] = p + T.int64(1)
-
-    return radix_pass
+    mask = (1 << RADIX_BITS) - 1
+    return counting_pass_primfunc(lambda key, shift: tirx.shift_right(key, shift) & tirx.const(mask, "int64"))
 
 
 def bucket_pass_primfunc():
     """The PrimFunc of a stable counting sort of ``(key, idx)`` pairs by bucket ``key // div``
-    (the outer iteration), ``hist``'s second extent buckets: per chunk of entries a count pass,
-    a serial prefix sum over (bucket, chunk), and a stable scatter pass, both parallel over chunks.
+    (the outer iteration; :func:`counting_pass_primfunc`), ``hist``'s second extent buckets.
 
     >>> len(bucket_pass_primfunc().params)
+    6
+    """
+    return counting_pass_primfunc(lambda key, div: key // div)
+
+
+def counting_pass_primfunc(digit):
+    """The PrimFunc of one stable counting-sort pass of ``(key, idx)`` pairs by ``digit(key, arg)``
+    (a TIR expression of the key and the kernel's scalar ``arg``, in ``[0, nb)``): per chunk of
+    entries a count pass into ``hist[chunk, digit]``, a serial prefix sum over (digit, chunk),
+    and a stable scatter pass, both parallel over chunks.
+
+    Arguments: ``key_in, idx_in, key_out, idx_out`` (int64, length ``n``), ``hist`` (int64
+    ``[nchunk, nb]`` workspace), ``arg`` (int64).
+
+    >>> len(counting_pass_primfunc(lambda key, arg: key % arg).params)
     6
     """
     from tvm.script import tirx as T
 
     @T.prim_func
-    def bucket_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
-                    div: T.int64):
+    def counting_pass(k_in: T.handle, i_in: T.handle, k_out: T.handle, i_out: T.handle, h: T.handle,
+                      arg: T.int64):
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         n = T.int64()
         nchunk = T.int64()
@@ -112,24 +94,24 @@ def bucket_pass_primfunc():
             for b in range(nb):
                 hist[c, b] = T.int64(0)
             for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = key_in[e] // div
+                d: T.int64 = digit(key_in[e], arg)
                 hist[c, d] = hist[c, d] + T.int64(1)
         run = T.alloc_buffer((1,), "int64")
         run[0] = T.int64(0)
-        for b in range(nb):                               # prefix sum over (bucket, chunk)
+        for b in range(nb):                               # prefix sum over (digit, chunk)
             for q in range(nchunk):
                 t: T.int64 = hist[q, b]
                 hist[q, b] = run[0]
                 run[0] = run[0] + t
         for c in T.parallel(nchunk):                      # stable scatter pass
             for e in range(c * n // nchunk, (c + 1) * n // nchunk):
-                d: T.int64 = key_in[e] // div
+                d: T.int64 = digit(key_in[e], arg)
                 p: T.int64 = hist[c, d]
                 key_out[p] = key_in[e]
                 idx_out[p] = idx_in[e]
                 hist[c, d] = p + T.int64(1)
 
-    return bucket_pass
+    return counting_pass
 
 
 def group_primfunc():
