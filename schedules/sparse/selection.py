@@ -476,15 +476,13 @@ def executor_params(format_name: str, features: dict[str, Any], kind: str) -> An
     >>> executor_params("csr", sparse_features(lap2d(10)), "spmv") is None
     True
     """
-    import dataclasses
-
     if format_name != "csr" or kind != "spmv":
         return None
     from schedules.sparse.executors.csr import CSRParams
 
     rl = features.get("row_length", {})
     mean = float(rl.get("mean", 0.0))
-    if "dynamic" not in {f.name for f in dataclasses.fields(CSRParams)} or mean <= 0:
+    if mean <= 0:
         return None
     return CSRParams(dynamic=True) if float(rl.get("std", 0.0)) / mean >= DYNAMIC_SPMV_ROW_CV else None
 
