@@ -96,7 +96,7 @@ def _vectorize_last(sch, block, wanted: bool) -> None:
     try:
         loops = sch.get_loops(block)
         sch.vectorize(loops[-1])
-    except (TvmScheduleError, IndexError):  # best effort: a scalar loop is still correct
+    except (*TvmScheduleError, IndexError):  # best effort: a scalar loop is still correct
         pass
 
 

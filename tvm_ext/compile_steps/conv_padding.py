@@ -84,7 +84,7 @@ def pad_per_thread(func, threads: int) -> tuple[Any, list[str]]:
             if int(sch.get(chunk).extent) != threads or int(sch.get(chunk).kind) != 1:  # 1: parallel
                 continue
             sch.compute_at(block, chunk)
-        except (TvmScheduleError, IndexError):
+        except (*TvmScheduleError, IndexError):
             continue
         moved.append(name)
         try:

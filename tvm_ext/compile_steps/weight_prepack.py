@@ -61,7 +61,7 @@ def mark_weight_packing(func) -> tuple[Any, list[str]]:
         if src not in params:  # a padded weight: fold the padding into the packing copy
             try:
                 sch.compute_inline(sch.get_producers(b)[0])
-            except (TvmScheduleError, IndexError):
+            except (*TvmScheduleError, IndexError):
                 continue
             src = _buffer(sch.get(b).reads[0]).name
             if src not in params or len(sch.get(b).reads) != 1:
