@@ -60,6 +60,25 @@ def test_compiled_sampled_block_counts_equal_numpys(nodes, dof, seed, mixed, r, 
 
 
 @needs_cc
+@pytest.mark.parametrize("r", SELECTOR_BLOCK_SIZES)
+def test_compiled_sampled_count_skips_repeated_rows_only(r):
+    # runs of repeated rows (skipped by the compiled count), a pattern that comes back after
+    # another (not a repeat of the row before it), empty rows, a row one column longer
+    a, b, c = [0, 1, 5, 9], [2, 3, 9, 17], [0, 1, 5, 9, 10]
+    pattern = [a, a, b, a, b, b, [], [], c, a, a, a, b, c, c, [], a]
+    rows = [pattern[i % len(pattern)] for i in range(3 * len(pattern))]
+    indptr = np.cumsum([0] + [len(p) for p in rows])
+    A = canonical_csr(sp.csr_array((np.ones(indptr[-1]), np.concatenate(rows).astype(np.int32), indptr),
+                                   shape=(len(rows), 20)))
+    m, k = A.shape
+    picked = np.arange(-(-m // r), dtype=np.int64)
+    ip = A.indptr.astype(np.int64)
+    want = _sampled_block_counts(ip, A.indices, picked, r, m, k, SELECTOR_BLOCK_SIZES)
+    np.testing.assert_array_equal(_compiled_block_counter(A)(ip, A.indices, picked, r, m, k, SELECTOR_BLOCK_SIZES),
+                                  want)
+
+
+@needs_cc
 def test_the_estimate_is_the_same_with_the_compiled_count():
     A = _node_blocks(3000, 3, 1, True)  # 9000 rows, > EXACT_FILL_NNZ non-zeros: sampled
     kw = dict(fraction=0.01, min_block_rows=64, exact_below=0, seed=3)

@@ -223,7 +223,6 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     if A.nnz < exact_below or A.nnz == 0:
         fill = _exact_fill(A, sizes, sizes)
         return BlockFillEstimate(fill, dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 1.0), confidence, True)
-    delta = 1.0 - confidence
     rng = np.random.default_rng(seed)
     m, k = A.shape
     lengths = row_lengths(A)
@@ -232,36 +231,48 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     frac: dict[str, float] = {}
     exact = True
     indptr = A.indptr.astype(np.int64)
-    widths = np.asarray(sizes, dtype=np.int64)
     for r in sizes:
         n_br = -(-m // r)
         nz_br = np.diff(np.append(indptr[::r], indptr[m]) if m % r else indptr[::r]) if r > 1 else lengths
-        hist = np.bincount(nz_br)  # nz_br: non-zeros per block row
-        nz_vals = np.flatnonzero(hist)  # distinct block-row sizes and how often they occur
-        nz_counts = hist[nz_vals]
         n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
         picked = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
         counts = (count_blocks or _sampled_block_counts)(indptr, A.indices, picked, r, m, k, sizes)
         exact &= n == n_br
-        # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or block
-        # column at most; the population sums come from the histogram of block-row sizes
-        y = counts - (-(-nz_br[picked][None, :] // (r * widths[:, None])))
-        y_mean = y.mean(axis=1)
-        y_var = y.var(axis=1, ddof=1) if n > 1 else np.zeros(len(sizes))
-        for j, c in enumerate(sizes):
-            key = f"{r}x{c}"
-            frac[key] = n / n_br
-            lo_v, hi_v = -(-nz_vals // (r * c)), np.minimum(nz_vals, -(-k // c))
-            total_lo, total_hi = int(nz_counts @ lo_v), int(nz_counts @ hi_v)
-            blocks = min(max(total_lo + n_br * float(y_mean[j]), total_lo), total_hi)
-            if blocks <= 0:
-                fill[key], bound[key] = 0.0, 0.0
-                continue
-            fill[key] = A.nnz / (blocks * r * c)
-            eps = n_br * _mean_deviation(n, float(y_var[j]), float((hi_v - lo_v).max()), n_br, delta)
-            fewest, most = max(blocks - eps, total_lo, 1e-300), min(blocks + eps, total_hi)
-            bound[key] = max(A.nnz / (fewest * r * c) - fill[key], fill[key] - A.nnz / (most * r * c))
+        for c, (f, b) in zip(sizes, _height_estimates(r, sizes, nz_br, picked, counts, k, 1.0 - confidence)):
+            fill[f"{r}x{c}"], bound[f"{r}x{c}"], frac[f"{r}x{c}"] = f, b, n / n_br
     return BlockFillEstimate(fill, bound, frac, confidence, exact)
+
+
+def _height_estimates(r: int, sizes: Sequence[int], nz_br: np.ndarray, picked: np.ndarray, counts: np.ndarray,
+                      k: int, delta: float) -> list[tuple[float, float]]:
+    """(fill, bound) of the R x C blocks for every C in ``sizes``, from the occupied blocks
+    ``counts[j, p]`` of width ``sizes[j]`` in the sampled block rows ``picked`` (non-zeros per
+    block row: ``nz_br``; ``k`` columns): :func:`estimate_block_fill`'s estimate and bound."""
+    nnz, n_br, n = int(nz_br.sum()), nz_br.size, picked.size
+    widths = np.asarray(sizes, dtype=np.int64)[:, None]
+    hist = np.bincount(nz_br)
+    nz_vals = np.flatnonzero(hist)[None, :]  # distinct block-row sizes and how often they occur
+    nz_counts = hist[nz_vals[0]]
+    # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or block
+    # column at most; the population sums come from the histogram of block-row sizes (one row per C)
+    lo_v, hi_v = -(-nz_vals // (r * widths)), np.minimum(nz_vals, -(-k // widths))
+    total_lo, total_hi = lo_v @ nz_counts, hi_v @ nz_counts
+    spread = (hi_v - lo_v).max(axis=1)
+    y = counts - (-(-nz_br[picked][None, :] // (r * widths)))
+    y_mean = y.mean(axis=1)
+    y_var = y.var(axis=1, ddof=1) if n > 1 else np.zeros(len(sizes))
+    blocks_v = np.minimum(np.maximum(total_lo + n_br * y_mean, total_lo), total_hi)
+    out = []
+    for j, c in enumerate(sizes):
+        blocks = float(blocks_v[j])
+        if blocks <= 0:
+            out.append((0.0, 0.0))
+            continue
+        fill = nnz / (blocks * r * c)
+        eps = n_br * _mean_deviation(n, float(y_var[j]), float(spread[j]), n_br, delta)
+        fewest, most = max(blocks - eps, int(total_lo[j]), 1e-300), min(blocks + eps, int(total_hi[j]))
+        out.append((fill, max(nnz / (fewest * r * c) - fill, fill - nnz / (most * r * c))))
+    return out
 
 
 def _histogram(lengths: np.ndarray, bins: int = 10) -> dict[str, list]:

@@ -63,21 +63,23 @@ INLINE int32_t *new_marks(int32_t K, int32_t C) {
 /* The rows of block row ib when they all have the first row's columns (one sparsity pattern,
  * as the unknowns of one node of a FEM mesh have; a single row always does), else 0.  Its
  * blocks are then the runs of one block column in the first row, and the fill copies the
- * rows' values run by run with no merge.  One copy per row-pointer width: same_pattern for the
- * inspectors' int32 pointers, same_pattern64 for the sampled count's int64 ones. */
-#define SAME_PATTERN_IMPL(NAME, IDX)                                                              \
-INLINE int32_t NAME(int32_t R, int32_t M, const IDX *indptr, const int32_t *indices, int64_t ib) { \
-    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;                                            \
-    int64_t len = indptr[i0 + 1] - indptr[i0];                                                    \
-    const int32_t *first = indices + indptr[i0];                                                  \
-    for (int64_t i = i0 + 1; i < i1; ++i)                                                         \
-        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0) \
-            return 0;                                                                             \
-    return (int32_t)(i1 - i0);                                                                    \
+ * rows' values run by run with no merge. */
+INLINE int32_t same_pattern(int32_t R, int32_t M, const int32_t *indptr, const int32_t *indices, int64_t ib) {
+    int64_t i0 = ib * R, i1 = i0 + R < M ? i0 + R : M;
+    int64_t len = indptr[i0 + 1] - indptr[i0];
+    const int32_t *first = indices + indptr[i0];
+    for (int64_t i = i0 + 1; i < i1; ++i)
+        if (indptr[i + 1] - indptr[i] != len || memcmp(indices + indptr[i], first, (size_t)len * 4) != 0)
+            return 0;
+    return (int32_t)(i1 - i0);
 }
 
-SAME_PATTERN_IMPL(same_pattern, int32_t)
-SAME_PATTERN_IMPL(same_pattern64, int64_t)
+/* Whether row i has the columns of row i - 1 (the sampled count's int64 row pointers). */
+INLINE int32_t repeats_previous_row(const int64_t *indptr, const int32_t *indices, int64_t i) {
+    int64_t len = indptr[i + 1] - indptr[i];
+    return indptr[i] - indptr[i - 1] == len &&
+           memcmp(indices + indptr[i], indices + indptr[i - 1], (size_t)len * 4) == 0;
+}
 
 /* The distinct block columns of block row ib: one pass over its non-zeros.  A row's columns
  * are sorted, so a non-zero in the same block column as the one before it adds nothing: with
@@ -246,17 +248,22 @@ int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *i
 
 /* The selector's sampled block fill (tvm_ext.workloads.stats.estimate_block_fill): for the
  * block rows picked[0..n) of R rows each (ascending; the last may be ragged) and every block
- * width widths[w], out[w * n + p] = the distinct col / widths[w] of block row picked[p]: the
- * runs of the first row when the rows share one pattern (same_pattern), else the count pass's
- * marks (one int32 per column, tagged per (width, block row); the first non-zero of each run
- * of one block column in a row reads and writes them).  0, or -1 when the marks could not be
- * allocated. */
+ * width widths[w], out[w * n + p] = the distinct col / widths[w] of block row picked[p].  A row
+ * with the columns of the row before it adds no block column and is skipped (the unknowns of
+ * one FEM node share a pattern: a 3-dof mesh's 8-row block rows read 3 distinct rows, not 8);
+ * when every row after the first repeats (one pattern) the count is the runs of the first row,
+ * else the count pass's marks (one int32 per column, tagged per (width, block row); the first
+ * non-zero of each run of one block column in a row reads and writes them).  The repeat flags
+ * (one byte per sampled row) are found once for all widths.  0, or -1 when the marks or flags
+ * could not be allocated. */
 #define SAMPLED_COUNT(W)                                                                          \
     for (int64_t p = 0; p < n; ++p) {                                                             \
         const int32_t tag = (int32_t)(base + p + 1);                                              \
+        const uint8_t *skip = repeat + p * R;                                                     \
         int64_t i0 = picked[p] * R, i1 = i0 + R < M ? i0 + R : M, cnt = 0;                        \
         if (same[p]) i1 = i0 + 1;                                                                 \
         for (int64_t i = i0; i < i1; ++i) {                                                       \
+            if (skip[i - i0]) continue;                                                           \
             int32_t prev = -1;                                                                    \
             for (int64_t q = indptr[i]; q < indptr[i + 1]; ++q) {                                 \
                 int32_t kk = indices[q] / (W);                                                    \
@@ -275,12 +282,22 @@ int tvmext_sampled_block_counts(int32_t R, int32_t M, int32_t K, const int64_t *
                                 const int32_t *widths, int32_t nw, int64_t *out) {
     int32_t *mark = (int32_t *)calloc((size_t)(K > 0 ? K : 1) + 1, sizeof(int32_t));
     uint8_t *same = (uint8_t *)malloc((size_t)(n > 0 ? n : 1));
-    if (!mark || !same) {
+    uint8_t *repeat = (uint8_t *)calloc((size_t)(n > 0 ? n : 1) * (size_t)(R > 0 ? R : 1), 1);
+    if (!mark || !same || !repeat) {
         free(mark);
         free(same);
+        free(repeat);
         return -1;
     }
-    for (int64_t p = 0; p < n; ++p) same[p] = same_pattern64(R, M, indptr, indices, picked[p]) != 0;
+    for (int64_t p = 0; p < n; ++p) {
+        int64_t i0 = picked[p] * R, i1 = i0 + R < M ? i0 + R : M;
+        uint8_t all = 1;
+        for (int64_t i = i0 + 1; i < i1; ++i) {
+            repeat[p * R + (i - i0)] = (uint8_t)repeats_previous_row(indptr, indices, i);
+            all &= repeat[p * R + (i - i0)];
+        }
+        same[p] = all;
+    }
     int64_t base = 0;
     for (int32_t w = 0; w < nw; ++w, base += n) {
         if (base + n >= INT32_MAX) {  /* tags would wrap: start the marks afresh */
@@ -300,6 +317,7 @@ int tvmext_sampled_block_counts(int32_t R, int32_t M, int32_t K, const int64_t *
     }
     free(mark);
     free(same);
+    free(repeat);
     return 0;
 }
 
