@@ -334,16 +334,7 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
                 _guarded(f, last_guards, vm1, lambda: fma(vm1, 0))
 
         def interleaved():
-            length = hi - lo
-            with f.loop("serial", 0, length // chains, "q") as q:
-                with f.loop("unroll", 0, chains, "c") as c:
-                    vm2 = dict(vm)
-                    vm2[last.var] = lo + q * chains + c
-                    _guarded(f, last_guards, vm2, lambda: fma(vm2, c))
-            with f.loop("serial", lo + length // chains * chains, hi, last.name) as v:
-                vm3 = dict(vm)
-                vm3[last.var] = v
-                _guarded(f, last_guards, vm3, lambda: fma(vm3, 0))
+            _interleave(f, last, last_guards, vm, chains, fma)
             fold(chains, bool(outer))
         # a short trip runs as one chain, where the chains' remainder and final sums cost more
         # than the latency they hide (SHORT_TRIP_ROUNDS)
@@ -360,6 +351,25 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
     _emit_levels(f, outer, outer_guards, dict(vmap), innermost, unroll=True)
     if slots:
         fold(max(slots), False)
+
+
+def _interleave(f: _Func, last: Level, guards: Sequence, vm: dict, sets: int,
+                body: Callable[[dict, object], None]) -> None:
+    """Loop ``last`` (bounds renamed through ``vm``) with ``sets`` consecutive iterations per
+    round, iteration ``c`` of a round calling ``body(vmap, c)`` (its own partial-sum set), and
+    the remainder iterations ``body(vmap, 0)``: independent multiply-add chains, one loop test
+    per round."""
+    lo, hi = subst(last.lo, vm), subst(last.hi, vm)
+    length = hi - lo
+    with f.loop("serial", 0, length // sets, "q") as q:
+        with f.loop("unroll", 0, sets, "c") as c:
+            vm2 = dict(vm)
+            vm2[last.var] = lo + q * sets + c
+            _guarded(f, guards, vm2, lambda: body(vm2, c))
+    with f.loop("serial", lo + length // sets * sets, hi, last.name) as v:
+        vm3 = dict(vm)
+        vm3[last.var] = v
+        _guarded(f, guards, vm3, lambda: body(vm3, 0))
 
 
 def _constant_tail(levels: Sequence[Level]) -> list:
@@ -389,13 +399,17 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
     * Edge guards ``e + v < b`` increasing in the block's variables hold for the whole block
       when they hold at its last iteration: tested once per block, the block then runs
       unguarded; the edge block keeps them.
-    * Partial sums: when the innermost ``B``-dependent block loop has at most ``chains``
-      iterations, each gets its own (no multiply-add waits on the block's previous column).
+    * Partial sums (:func:`block_sets`): consecutive blocks of a data-dependent block loop go
+      round-robin to ``chains`` sets (:func:`_interleave`: independent chains and one loop
+      test per round, the hand-written BCSR kernel's two blocks per iteration); else, when the
+      innermost ``B``-dependent block loop has at most ``chains`` iterations, each gets its own
+      (no multiply-add waits on the block's previous column).
     """
     block_vars = [lv.var for lv in block]
     ordered = sorted(block, key=lambda lv: not any(v.same_as(lv.var) for v in free_vars(nest.col)))
     reads_b = [lv for lv in ordered if any(v.same_as(lv.var) for v in free_vars(nest.col))]
-    slot = reads_b[-1] if reads_b else None
+    sets = block_sets(head, chains)
+    slot = reads_b[-1] if reads_b and sets == 1 else None
     if slot is not None:
         ext = int(subst(slot.hi - slot.lo, {}).value)
         slot = slot if 1 < ext <= chains else None
@@ -403,34 +417,57 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
     head_guards = [g for g in guards if g not in in_block]
     hoisted = _hoist_block_guards(block, in_block)
 
-    def emit(vm, gs):
+    def emit(vm, gs, chain):
         _emit_levels(f, ordered, gs, dict(vm),
-                     lambda vm2: fma(vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else 0),
+                     lambda vm2: fma(vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else chain),
                      unroll=True)
 
-    def body(vm):
+    def body(vm, chain):
         if hoisted is None:
-            emit(vm, in_block)
+            emit(vm, in_block, chain)
             return
         with f.T.If(subst(hoisted[0], vm)):
             with f.T.Then():
-                emit(vm, hoisted[1])
+                emit(vm, hoisted[1], chain)
             with f.T.Else():
-                emit(vm, in_block)
+                emit(vm, in_block, chain)
+
+    def over_head(per_block):
+        if sets == 1:
+            _emit_levels(f, head, head_guards, dict(vmap), lambda vm: per_block(vm, 0), unroll=True)
+            return
+        last = head[-1]
+        outer_guards = [g for g in head_guards if not any(v.same_as(last.var) for v in free_vars(g))]
+        last_guards = [g for g in head_guards if g not in outer_guards]
+        _emit_levels(f, head[:-1], outer_guards, dict(vmap),
+                     lambda vm: _interleave(f, last, last_guards, vm, sets, per_block), unroll=True)
 
     whole = _at_largest_index(nest, hoisted[0]) if hoisted is not None else None
     if whole is None:
-        _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
+        over_head(body)
     else:
         # the edge guards hold on every block when they hold at the largest index the format can
         # store (a size test, once per row tile: BCSR with C dividing K runs with no test per block)
         with f.T.If(whole):
             with f.T.Then():
-                _emit_levels(f, head, head_guards, dict(vmap), lambda vm: emit(vm, hoisted[1]), unroll=True)
+                over_head(lambda vm, chain: emit(vm, hoisted[1], chain))
             with f.T.Else():
-                _emit_levels(f, head, head_guards, dict(vmap), body, unroll=True)
+                over_head(body)
     if slot is not None:
         fold(int(subst(slot.hi - slot.lo, {}).value), False)
+    if sets > 1:
+        fold(sets, False)
+
+
+def block_sets(head: Sequence[Level], chains: int) -> int:
+    """Partial-sum sets the blocks of a block-reduction nest go round-robin to: ``chains`` when
+    the innermost loop outside the constant block (``head[-1]``) has a data-dependent trip count
+    (BCSR's blocks of a block row), else 1 (a constant outer loop is unrolled anyway)."""
+    if chains <= 1 or not head:
+        return 1
+    last = head[-1]
+    ext = subst(last.hi - last.lo, {})
+    return 1 if last.existential or hasattr(ext, "value") else chains
 
 
 def _at_largest_index(nest: SparseNest, cond):
