@@ -1,4 +1,4 @@
-"""The GOGETA fusion groups as TVM kernels (schedules.fusion.kernels) and the executor consumer hook.
+"""The GOGETA fusion groups as TVM kernels (schedules.fusion.kernels).
 
 Every kernel result is checked against numpy; sizes are small and each
 kernel structure compiles once (kernel sizes are symbolic in the rows).
@@ -16,11 +16,8 @@ from schedules.fusion.gcn import GCNLayer, gcn_layer, gcn_layer_numpy
 from schedules.fusion.kernels import build_step_kernels
 from schedules.fusion.row_forms import row_form, streamed_rank
 from schedules.fusion.steps import assign_storage, iteration_ops, schedule_steps, stored_tensors
-from schedules.sparse.executors import BCSRParams, CSRParams
-from schedules.fusion.fused_spmm_source import bcsr_spmm_source, csr_spmm_source
-from schedules.sparse.executors.codegen import RowConsumer
-from schedules.sparse.inspectors import to_bcsr, to_csr, to_ell
-from tvm_ext.errors import ConfigError, InputError, ScheduleError, ShapeError
+from schedules.sparse.inspectors import to_bcsr, to_csr
+from tvm_ext.errors import InputError, ScheduleError, ShapeError
 from tvm_ext.workloads import lap2d, load_matrix, make_spd, uniform_random
 
 RNG = np.random.default_rng(7)
@@ -135,17 +132,6 @@ def test_one_block_cg_iteration_fused_and_unfused_match_numpy(fmt_name, N):
 
 
 # --------------------------------------------------------------------------- executor hook
-def _delta_consumer():
-    def row_tile(code, tier, row, value):
-        with code.block("for a in range(N):"):
-            tier.emit(code, f"w[vt, a, {tier.col()}] = w[vt, a, {tier.col()}] + B[{row}, a] * {value(tier.lane())}")
-
-    from schedules.sparse.executors.codegen import Buffer
-
-    return RowConsumer(key=("test",), row_tile=row_tile, buffers=(Buffer("h_w", "w", ("NP", "N", "N"), "float64"),),
-                       size_vars=("NP",))
-
-
 def test_group_kernels_expose_their_prim_funcs():
     A = lap2d(10)
     plan = _cg_plan(A.shape[0], 4, A.nnz)
@@ -155,21 +141,6 @@ def test_group_kernels_expose_their_prim_funcs():
     assert "w_Delta" in names[0] and "g_Delta" in names[0]      # SpMM + its fused Δ
     assert {"g_X", "g_R", "g_Gamma", "w_Gamma"} <= set(names[1])  # X, R updated in place
     assert "Gamma_1" in kernels[2].storage  # ... but Γ1 has its own storage: Φ1 still reads Γ0
-
-
-def test_consumer_hook_needs_a_parallel_spmm():
-    with pytest.raises(ConfigError, match="parallel"):
-        csr_spmm_source(CSRParams(lanes=8, unroll=1, parallel=False), "float64", _delta_consumer())
-    src = bcsr_spmm_source(BCSRParams(lanes=8, unroll=1, parallel=True), "float64", 2, 2, _delta_consumer())
-    assert "vt = T.axis.spatial(NP - 1, t)" in src and "w[vt, a," in src
-
-
-def test_formats_without_row_tiles_refuse_a_consumer():
-    from schedules.sparse.executors import kernels_for
-
-    ell = to_ell(lap2d(4))
-    with pytest.raises(ConfigError, match="row-tile"):
-        kernels_for(ell).fused_primfunc(ell, CSRParams(), _delta_consumer())
 
 
 # --------------------------------------------------------------------------- GCN layer

@@ -10,7 +10,7 @@ ranks:
 * a group holding an SpMM (``S = A·P``, ``A`` sparse CSR/BCSR) is the sparse
   executor of :mod:`schedules.sparse.executors` with the rest of the group
   fused into its row tiles through a
-  :class:`~schedules.sparse.executors.codegen.RowConsumer` (``Δ = PᵀS``
+  :class:`~schedules.sparse.recipes.consumer.RowTileConsumer` (``Δ = PᵀS``
   accumulates per-part partial sums while the row of ``S`` is in registers;
   a GCN's ``X1 = Z·W`` consumes the row of ``Z``, which is never stored);
 * a dense group (``X += PΛ, R -= SΛ, Γ = RᵀR``) is one row loop: each op
@@ -26,8 +26,8 @@ the plan's fusion groups (``fused=True``) or one op per step (``fused=False``,
 the SEQ baseline, which uses the same generators: the plain executor for the
 SpMM and single-op row kernels).  Each op's row form and streamed rank come
 from :mod:`schedules.fusion.row_forms`, the storage of its tensors from
-:func:`~schedules.fusion.steps.assign_storage`, the kernel text from
-:mod:`schedules.fusion.group_codegen`.
+:func:`~schedules.fusion.steps.assign_storage`, the dense kernels' text from
+:mod:`schedules.fusion.group_codegen`, the SpMM's consumer from :mod:`schedules.fusion.spmm_consumer`.
 
 >>> from schedules.fusion.builders import block_cg_dag
 >>> from schedules.fusion.groups import plan_fusion
@@ -49,9 +49,10 @@ import numpy as np
 from schedules.fusion.analysis import GraphAnalysis
 from schedules.fusion.arg_roles import ArgRole
 from schedules.fusion.einsum_dag import EinsumDAG
-from schedules.fusion.group_codegen import row_group_source, spmm_consumer
+from schedules.fusion.group_codegen import row_group_source
 from schedules.fusion.groups import FusionPlan
 from schedules.fusion.row_forms import row_form, streamed_rank
+from schedules.fusion.spmm_consumer import spmm_consumer
 from schedules.fusion.steps import assign_storage, stored_tensors
 from schedules.sparse.executors.codegen import dense_alignment, native_lanes, parse_prim_func
 from tvm_ext.errors import ConfigError, ScheduleError, ShapeError

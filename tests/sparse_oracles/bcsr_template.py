@@ -4,7 +4,7 @@ the library to check and time the generated executor against (tests, ``bench.spa
 ``bench.sparse_executors --generated``).
 
 Register-blocked R x C micro-kernel (Venkat 2016 §5.3).  SpMM is the fusion package's block-row
-text (:func:`schedules.fusion.fused_spmm_source.bcsr_spmm_source` with no consumer): per
+text (:func:`tests.sparse_oracles.fused_spmm_source.bcsr_spmm_source` with no consumer): per
 stored block, unrolled over ``c`` and ``r``, vectorised over the N tile, ``R * unroll``
 accumulator vectors in registers.  SpMV keeps one accumulator per block slot (blocks of at
 most :data:`SPMV_SLOT_ACCUMULATORS` slots) and loads the block's ``C`` entries of ``x`` once;
@@ -16,7 +16,7 @@ larger blocks accumulate per row.
 """
 from __future__ import annotations
 
-from schedules.fusion.fused_spmm_source import bcsr_spmm_source
+from tests.sparse_oracles.fused_spmm_source import bcsr_spmm_source
 from schedules.sparse.executors.bcsr import BCSRKernels, BCSRParams, check_block
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers, dynamic_parts,
                                                 parallel_items, parse_prim_func, prim_func_source,

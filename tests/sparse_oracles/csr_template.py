@@ -4,7 +4,7 @@ the library to check and time the generated executor against (tests, ``bench.spa
 ``bench.sparse_executors --generated``).
 
 Row-parallel SpMM/SpMV (Venkat 2016 Listing 5.3).  SpMM is the fusion package's row-tile
-text (:func:`schedules.fusion.fused_spmm_source.csr_spmm_source` with no consumer): one
+text (:func:`tests.sparse_oracles.fused_spmm_source.csr_spmm_source` with no consumer): one
 spatial block per (row, column tile), the row's non-zeros accumulated in registers, ``C``
 written once.  SpMV: one row per block, ``unroll`` interleaved partial sums.  Rows are split
 into non-zero-balanced parts for ``T.parallel``; ``dynamic`` parts are claimed at run time.
@@ -16,7 +16,7 @@ into non-zero-balanced parts for ``T.parallel``; ``dynamic`` parts are claimed a
 from __future__ import annotations
 
 import dataclasses
-from schedules.fusion.fused_spmm_source import csr_spmm_source
+from tests.sparse_oracles.fused_spmm_source import csr_spmm_source
 from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers, dynamic_parts,
                                                 parallel_items, parse_prim_func, prim_func_source,
                                                 resolve_dynamic)

@@ -8,9 +8,9 @@ for the format's representation and returns an :class:`Executor`
 the autotuner varies.  Every format's executor is generated from its recipe
 (``schedules.sparse.recipes``, bound to the container by
 :class:`~schedules.sparse.recipes.container.ContainerKernels`); CSB's also gives
-``A.T @ B`` and the symmetric-half product from the same store.  The fused GOGETA kernels build their CSR/BCSR SpMM with a
-row consumer from :mod:`schedules.fusion.fused_spmm_source`
-(``FormatKernels.fused_primfunc``).
+``A.T @ B`` and the symmetric-half product from the same store.  The fused GOGETA kernels apply a
+row consumer to the CSR/BCSR recipe nest's row tiles in TIR
+(:mod:`schedules.sparse.recipes.consumer`, ``FormatKernels.fused_primfunc``).
 
 >>> sorted(registered_formats())
 ['bcsr', 'coo', 'csb', 'csr', 'dia', 'ell', 'hyb', 'sell']

@@ -9,8 +9,9 @@ column ``kk`` and ``data`` (``NB x R x C``) its value copy.  SpMM: one spatial b
 block row; each stored block is unrolled over its ``R x C`` slots and vectorised over the N
 tile, the block column's edge (``K % C``) tested once per block.  SpMV gives each block slot
 its own partial sum.  Block rows run in block-count-balanced ``T.parallel`` parts.  The fused
-GOGETA kernels hook their row consumer into a BCSR SpMM of their own
-(:mod:`schedules.fusion.fused_spmm_source`, through :meth:`BCSRKernels.fused_primfunc`).
+GOGETA kernels apply their row consumer to the same recipe nest's row tiles
+(:func:`~schedules.sparse.recipes.consumer.fused_row_tile_primfunc`, through
+:meth:`BCSRKernels.fused_primfunc`).
 
 >>> f = bcsr_spmm_primfunc(BCSRParams(lanes=16, unroll=1), "float32", 2, 3)
 >>> [int(x) for x in f.params[2].shape[1:]]
@@ -97,9 +98,9 @@ class BCSRKernels(ContainerKernels):
                 BufferRole(Role.COPY, "data"): fmt.data}
 
     def fused_primfunc(self, fmt, params, consumer):
-        from schedules.fusion.fused_spmm_source import fused_spmm_primfunc
+        from schedules.sparse.recipes.consumer import fused_row_tile_primfunc
 
-        return fused_spmm_primfunc(fmt, params, consumer)
+        return fused_row_tile_primfunc(self.recipe_for(fmt).nest(fmt.data.dtype.name, "spmm"), params, consumer)
 
     def nnz(self, fmt) -> int:
         return int(fmt.bcol.size) * fmt.R * fmt.C

@@ -7,8 +7,9 @@ value copy.  SpMM: rows in non-zero-balanced ``T.parallel`` parts, one spatial b
 (row, column tile), the tile's accumulators in registers across the row's non-zeros
 (interleaved over independent partial sums), ``C`` written once.  SpMV: one row per block,
 ``unroll`` interleaved partial sums (default :data:`SPMV_PARTIAL_SUMS`).  The fused GOGETA
-kernels hook their row consumer into a CSR row-tile SpMM of their own
-(:mod:`schedules.fusion.fused_spmm_source`, through :meth:`CSRKernels.fused_primfunc`).
+kernels apply their row consumer to the same recipe nest's row tiles
+(:func:`~schedules.sparse.recipes.consumer.fused_row_tile_primfunc`, through
+:meth:`CSRKernels.fused_primfunc`).
 
 >>> f = csr_spmm_primfunc(CSRParams(lanes=16, unroll=2), "float32")
 >>> [b.name for b in f.params[:3]]
@@ -85,9 +86,9 @@ class CSRKernels(ContainerKernels):
                 BufferRole(Role.COPY, "data"): fmt.data}
 
     def fused_primfunc(self, fmt, params, consumer):
-        from schedules.fusion.fused_spmm_source import fused_spmm_primfunc
+        from schedules.sparse.recipes.consumer import fused_row_tile_primfunc
 
-        return fused_spmm_primfunc(fmt, params, consumer)
+        return fused_row_tile_primfunc(_recipe().nest(fmt.data.dtype.name, "spmm"), params, consumer)
 
     def nnz(self, fmt) -> int:
         return int(fmt.indices.size)

@@ -136,7 +136,7 @@ class FormatKernels(ABC):
         """Format and partition arrays in PrimFunc argument order."""
 
     def fused_primfunc(self, fmt, params: ExecParams, consumer):
-        """The SpMM PrimFunc with a :class:`~schedules.sparse.executors.codegen.RowConsumer`
+        """The SpMM PrimFunc with a :class:`~schedules.sparse.recipes.consumer.RowTileConsumer`
         fused into its row tiles (row-tile formats only: CSR, BCSR)."""
         raise ConfigError(f"format {self.format_name!r} has no row-tile SpMM executor to fuse a "
                           "consumer into (use csr or bcsr)")

@@ -1,16 +1,16 @@
-"""TVMScript text of the row-tile SpMM (CSR, BCSR) with a fused :class:`RowConsumer` (GOGETA).
+"""Test oracle: TVMScript text of the row-tile SpMM (CSR, BCSR) with a fused text :class:`RowConsumer`.
 
-A fused step of the GOGETA pipeline runs the ops that read an SpMM's output
-inside the SpMM's row loop, on each output row tile while it is still in
-registers (``Δ = PᵀS`` per-part partial sums, a GCN's ``Z·W``).  The
-consumers (:mod:`schedules.fusion.group_codegen`) emit TVMScript text, so
-the SpMM they hook into is generated here as text too: one spatial block per
-(row or R-row block row, column tile), the row's non-zeros interleaved over
-accumulator chains, ``C`` written once (unless the consumer does not store
-it), then the consumer's ``row_tile`` on the finished tile.  The library's
-plain CSR/BCSR executors are the recipes' generated ones
-(``schedules.sparse.recipes``); this module is the fusion package's own SpMM
-generator, and reads the same format arrays and part boundaries
+The fusion package generated its fused SpMM + row consumer kernels as this
+text before they were built in TIR from the recipes' row-tile nest
+(:func:`schedules.sparse.recipes.consumer.fused_row_tile_primfunc`, consumer
+:mod:`schedules.fusion.spmm_consumer`).  Kept outside the library to check
+and time that kernel against (tests/test_fused_spmm_nest.py,
+``bench.fused_spmm_nest``), and as the SpMM of the old CSR/BCSR templates
+(:mod:`tests.sparse_oracles.csr_template`, :mod:`tests.sparse_oracles.bcsr_template`).
+One spatial block per (row or R-row block row, column tile), the row's
+non-zeros interleaved over accumulator chains, ``C`` written once (unless the
+consumer does not store it), then the consumer's ``row_tile`` on the finished
+tile.  It reads the same format arrays and part boundaries
 (``kernels_for(fmt).arrays(...)``: ``indptr, indices|bcol, data, part``).
 
 >>> from schedules.sparse.executors.spec import ExecParams
