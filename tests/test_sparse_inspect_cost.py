@@ -44,6 +44,21 @@ def test_bcsr_of_rows_sharing_a_pattern_equals_scipys(nodes, dof, seed, mixed, R
 
 
 @needs_cc
+@pytest.mark.parametrize("dof", [2, 3, 4])
+@pytest.mark.parametrize("mixed", [False, True])
+@pytest.mark.parametrize("f64", [False, True])
+def test_bcsr_of_dense_node_blocks_equals_scipys(dof, mixed, f64):
+    # R x C = the node's dof x dof blocks: the fill copies dense blocks whole; one row short of a
+    # whole block row at the end (a ragged last block row copies run by run)
+    A = _node_blocks(40, dof, 5, mixed)
+    A = canonical_csr(A[: A.shape[0] - 1], dtype="float64" if f64 else "float32")
+    for R, C in ((dof, dof), (dof, 1), (1, dof)):
+        got, want = to_bcsr(A, R, C), _bcsr_scipy(A, R, C)
+        for name in ("indptr", "bcol", "data"):
+            np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+@needs_cc
 @settings(max_examples=20, deadline=None)
 @given(nodes=st.integers(2, 80), dof=st.integers(1, 4), seed=st.integers(0, 50), mixed=st.booleans(),
        r=st.sampled_from(SELECTOR_BLOCK_SIZES), share=st.floats(0.05, 1.0))

@@ -295,18 +295,20 @@ def _native_helpers(csr: sp.csr_array, R: int = 1):
 
 def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
     """BCSR by the compiled block-row passes: a count pass (marks per block column), the
-    block pointers, a fill pass (an R-way merge of each block row's rows); block-row ranges
+    block pointers, a fill pass (an R-way merge of each block row's rows, or a copy run by run where
+    the count found its rows share one pattern); block-row ranges
     run on the host's threads (ctypes releases the GIL)."""
     m, k = csr.shape
     n_br = -(-m // R)
     indptr, indices, values = csr.indptr, csr.indices, csr.data
     ranges = row_ranges(csr, R)
     counts = np.empty(n_br, dtype=np.int64)
+    pattern = np.empty(n_br, dtype=np.uint8)  # whether a block row's rows share one pattern
     status = np.zeros(len(ranges), dtype=np.int64)
 
     def count(t: int, a: int, b: int) -> None:
         status[t] = lib.tvmext_bcsr_count(R, C, m, k, indptr.ctypes.data, indices.ctypes.data, a, b,
-                                          counts[a:].ctypes.data)
+                                          counts[a:].ctypes.data, pattern.ctypes.data)
 
     on_threads([lambda t=t, a=a, b=b: count(t, a, b) for t, (a, b) in enumerate(ranges)])
     if status.any():
@@ -318,7 +320,8 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
     data = empty_aligned((nb, R, C), values.dtype)
     fill = lib.tvmext_bcsr_fill_f32 if values.dtype == np.float32 else lib.tvmext_bcsr_fill_f64
     on_threads([lambda a=a, b=b: fill(R, C, m, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data,
-                                       a, b, bptr.ctypes.data, bcol.ctypes.data, data.ctypes.data)
+                                       a, b, bptr.ctypes.data, bcol.ctypes.data, data.ctypes.data,
+                                       pattern.ctypes.data)
                 for a, b in ranges])
     return BCSR(tuple(csr.shape), R, C, _index(bptr, "bcsr: block count"), bcol, data)
 

@@ -76,10 +76,10 @@ def inspect_helpers() -> ctypes.CDLL | None:
     with _LOCK:
         if not getattr(lib, "_tvmext_typed", False):
             i32, i64, ptr = ctypes.c_int32, ctypes.c_int64, ctypes.c_void_p
-            lib.tvmext_bcsr_count.argtypes = [i32, i32, i32, i32, ptr, ptr, i64, i64, ptr]
+            lib.tvmext_bcsr_count.argtypes = [i32, i32, i32, i32, ptr, ptr, i64, i64, ptr, ptr]
             lib.tvmext_bcsr_count.restype = ctypes.c_int  # 0, or -1 when it could not allocate its marks
             for fill in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64):
-                fill.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr]
+                fill.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, i64, ptr, ptr, ptr, ptr]
             lib.tvmext_mark_diagonals.argtypes = [i32, ptr, ptr, i64, i64, ptr, i64, ptr]
             lib.tvmext_mark_diagonals.restype = i64  # diagonals marked first (stops past the limit)
             lib.tvmext_sampled_block_counts.argtypes = [i32, i32, i32, ptr, ptr, ptr, i64, ptr, i32, ptr]

@@ -83,13 +83,15 @@ INLINE int32_t repeats_previous_row(const int64_t *indptr, const int32_t *indice
 
 /* The distinct block columns of block row ib: one pass over its non-zeros.  A row's columns
  * are sorted, so a non-zero in the same block column as the one before it adds nothing: with
- * C > 1 only the first of each run reads and writes its mark (C = 1 has no runs). */
+ * C > 1 only the first of each run reads and writes its mark (C = 1 has no runs).  *one_pattern
+ * receives whether its rows share one pattern (same_pattern), for the fill. */
 INLINE int64_t distinct_blocks(int32_t R, int32_t C, int32_t M, const int32_t *indptr,
-                               const int32_t *indices, int64_t ib, int32_t *mark) {
+                               const int32_t *indices, int64_t ib, int32_t *mark, uint8_t *one_pattern) {
     const int32_t tag = (int32_t)(ib + 1);
     int64_t n = 0;
     int64_t i1 = (ib + 1) * R < M ? (ib + 1) * R : M;
-    if (same_pattern(R, M, indptr, indices, ib)) {  /* the runs of the first row */
+    *one_pattern = same_pattern(R, M, indptr, indices, ib) != 0;
+    if (*one_pattern) {  /* the runs of the first row */
         int32_t prev = -1;
         for (int64_t p = indptr[ib * R]; p < indptr[ib * R + 1]; ++p) {
             int32_t kk = indices[p] / C;
@@ -113,41 +115,55 @@ INLINE int64_t distinct_blocks(int32_t R, int32_t C, int32_t M, const int32_t *i
 }
 
 INLINE int count_impl(int32_t R, int32_t C, int32_t M, int32_t K, const int32_t *indptr,
-                      const int32_t *indices, int64_t br0, int64_t br1, int64_t *counts) {
+                      const int32_t *indices, int64_t br0, int64_t br1, int64_t *counts, uint8_t *pattern) {
     int32_t *mark = new_marks(K, C);
     if (!mark) return -1;
     for (int64_t ib = br0; ib < br1; ++ib)
-        counts[ib - br0] = distinct_blocks(R, C, M, indptr, indices, ib, mark);
+        counts[ib - br0] = distinct_blocks(R, C, M, indptr, indices, ib, mark, pattern + ib);
     free(mark);
     return 0;
 }
 
 /* Per block row: an R-way merge of its sorted rows by block column (the smallest head's kk is
  * the next block; every head in it advances), each block zeroed then written; rows of one
- * pattern (same_pattern) are copied run by run instead. */
+ * pattern (pattern[ib], found by the count pass) are copied run by run instead, a whole block
+ * row's R rows with R a constant, and a dense block (the run is all C columns) with no zeroing. */
+#define COPY_RUN(NR)                                                                              \
+    do {                                                                                          \
+        int32_t off = indices[p] - c0;                                                            \
+        for (int32_t r = 0; r < (NR); ++r)                                                        \
+            blk[(int64_t)r * C + off] = values[p + pos[r]];                                       \
+    } while (++p < e && indices[p] / C == k0)
 #define FILL_IMPL(NAME, T)                                                                        \
 INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,  \
                  const T *values, int64_t br0, int64_t br1, const int64_t *bptr, int32_t *bcol,   \
-                 T *data) {                                                                       \
+                 T *data, const uint8_t *pattern) {                                               \
     int64_t pos[MAX_R], end[MAX_R];                                                               \
     int32_t kk[MAX_R];                                                                            \
     const int64_t rc = (int64_t)R * C;                                                            \
     for (int64_t ib = br0; ib < br1; ++ib) {                                                      \
         int64_t b = bptr[ib];                                                                     \
-        int32_t same = same_pattern(R, M, indptr, indices, ib);                                   \
-        if (same) {  /* one pattern: each run of a block column in the first row is a block */     \
+        if (pattern[ib]) {  /* one pattern: each run of a block column in the first row is a block */ \
             int64_t i0 = ib * R, p = indptr[i0], e = indptr[i0 + 1];                              \
+            const int32_t same = i0 + R < M ? R : (int32_t)(M - i0);                              \
             for (int32_t r = 0; r < same; ++r) pos[r] = indptr[i0 + r] - p;                      \
             while (p < e) {                                                                       \
                 T *blk = data + b * rc;                                                           \
-                for (int64_t j = 0; j < rc; ++j) blk[j] = 0;                                      \
                 int32_t k0 = indices[p] / C, c0 = k0 * C;                                         \
                 bcol[b++] = k0;                                                                   \
-                do {                                                                              \
-                    int32_t off = indices[p] - c0;                                                \
-                    for (int32_t r = 0; r < same; ++r)                                            \
-                        blk[(int64_t)r * C + off] = values[p + pos[r]];                           \
-                } while (++p < e && indices[p] / C == k0);                                        \
+                if (same == R && p + C <= e && indices[p] == c0 && indices[p + C - 1] == c0 + C - 1) { \
+                    /* a dense block (C sorted distinct columns from c0): R rows of C values */   \
+                    for (int32_t r = 0; r < R; ++r)                                               \
+                        for (int32_t j = 0; j < C; ++j)                                           \
+                            blk[(int64_t)r * C + j] = values[p + pos[r] + j];                     \
+                    p += C;                                                                       \
+                    continue;                                                                     \
+                }                                                                                 \
+                for (int64_t j = 0; j < rc; ++j) blk[j] = 0;                                      \
+                if (same == R)                                                                    \
+                    COPY_RUN(R);                                                                  \
+                else                                                                              \
+                    COPY_RUN(same);                                                               \
             }                                                                                     \
             continue;                                                                             \
         }                                                                                         \
@@ -192,28 +208,30 @@ FILL_IMPL(fill_impl_f64, double)
     default: CALL(R, W);                                                                          \
     }
 
-/* Blocks of every block row in [br0, br1): counts[ib - br0]; 0, or -1 when out of memory. */
+/* Blocks of every block row ib in [br0, br1): counts[ib - br0], and pattern[ib] = whether its
+ * rows share one pattern (the fill's input); 0, or -1 when out of memory. */
 int tvmext_bcsr_count(int32_t R, int32_t C, int32_t M, int32_t K, const int32_t *indptr,
-                      const int32_t *indices, int64_t br0, int64_t br1, int64_t *counts) {
+                      const int32_t *indices, int64_t br0, int64_t br1, int64_t *counts, uint8_t *pattern) {
     int rc = 0;
-#define COUNT(W) rc = count_impl(R, W, M, K, indptr, indices, br0, br1, counts)
+#define COUNT(W) rc = count_impl(R, W, M, K, indptr, indices, br0, br1, counts, pattern)
     BY_WIDTH(COUNT)
     return rc;
 }
 
-/* bcol and data of the blocks of block rows [br0, br1); block row ib starts at bptr[ib]. */
+/* bcol and data of the blocks of block rows [br0, br1); block row ib starts at bptr[ib];
+ * pattern: tvmext_bcsr_count's. */
 void tvmext_bcsr_fill_f32(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
                           const float *values, int64_t br0, int64_t br1, const int64_t *bptr,
-                          int32_t *bcol, float *data) {
-#define FILL32_RC(H, W) fill_impl_f32(H, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+                          int32_t *bcol, float *data, const uint8_t *pattern) {
+#define FILL32_RC(H, W) fill_impl_f32(H, W, M, indptr, indices, values, br0, br1, bptr, bcol, data, pattern)
 #define FILL32(W) BY_HEIGHT(FILL32_RC, W)
     BY_WIDTH(FILL32)
 }
 
 void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,
                           const double *values, int64_t br0, int64_t br1, const int64_t *bptr,
-                          int32_t *bcol, double *data) {
-#define FILL64_RC(H, W) fill_impl_f64(H, W, M, indptr, indices, values, br0, br1, bptr, bcol, data)
+                          int32_t *bcol, double *data, const uint8_t *pattern) {
+#define FILL64_RC(H, W) fill_impl_f64(H, W, M, indptr, indices, values, br0, br1, bptr, bcol, data, pattern)
 #define FILL64(W) BY_HEIGHT(FILL64_RC, W)
     BY_WIDTH(FILL64)
 }
