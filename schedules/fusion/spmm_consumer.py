@@ -146,14 +146,19 @@ class _SpmmTileOps(BoundConsumer):
     def open_part(self, f, t) -> None:
         """Per-part accumulators (registers when small): the row maps' partial sums and tile copy,
         the reductions' sums (zeroed)."""
-        T, d = f.T, self.d
+        d = self.d
+
+        def local(name: str, shape: tuple):
+            buf = f.T.alloc_buffer(shape, d.dtype, scope="local")
+            f.IRBuilder.name(name, buf)
+            self.acc[name] = buf
+            return buf
         for m in d.maps:
             n = d.names[m.name]
-            self.acc[f"x_{n}"] = T.alloc_buffer((_CHAINS, m.cols[0]), d.dtype, scope="local")
-            self.acc[f"z_{n}"] = T.alloc_buffer((m.inner,), d.dtype, scope="local")
+            local(f"x_{n}", (_CHAINS, m.cols[0]))
+            local(f"z_{n}", (m.inner,))
         for r in d.reds:
-            acc = T.alloc_buffer(tuple(r.cols), d.dtype, scope="local")
-            self.acc[f"r_{d.names[r.name]}"] = acc
+            acc = local(f"r_{d.names[r.name]}", tuple(r.cols))
             with _loop(f, r.cols[0], "a") as a:
                 _vec(f, r.cols[1], d.lanes, lambda c, a=a, acc=acc: f.store(acc, _zero(d.dtype), [a, c]))
 

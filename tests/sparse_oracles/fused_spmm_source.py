@@ -20,16 +20,79 @@ tile.  It reads the same format arrays and part boundaries
 """
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 from schedules.sparse.executors.bcsr import check_block
-from schedules.sparse.executors.codegen import (Buffer, Code, RowConsumer, check_consumer, check_dtype,
-                                                consumer_buffers, parallel_items, parse_prim_func,
-                                                prim_func_source)
+from schedules.sparse.executors.codegen import (Buffer, Code, check_dtype, dense_buffers, parallel_items,
+                                                parse_prim_func, prim_func_source)
 from schedules.sparse.executors.spec import ExecParams
 from schedules.sparse.executors.tiles import (column_tiers, emit_interleaved, emit_row_blocks,
                                               tier_chains)
 from tvm_ext.errors import ConfigError
 
-__all__ = ["csr_spmm_source", "bcsr_spmm_source", "fused_spmm_primfunc"]
+__all__ = ["RowConsumer", "csr_spmm_source", "bcsr_spmm_source", "fused_spmm_primfunc"]
+
+
+@dataclass(frozen=True)
+class RowConsumer:
+    """Work fused into a row-tile SpMM executor (an epilogue hook, GOGETA's pipelining).
+
+    A row-tile executor (CSR, BCSR) finishes each output row tile in
+    registers; a consumer uses it there instead of re-reading ``C`` later:
+
+    * ``buffers`` / ``size_vars``: extra kernel parameters, after ``C_out``
+      (before the scalars) and the symbolic sizes they bind;
+    * ``bindings``: extra block-axis lines; the part index ``t`` of the
+      parallel loop is bound as ``vt`` (consumers force a parallel kernel);
+    * ``part_prologue(code)`` / ``part_epilogue(code)``: inside the parallel
+      loop, before / after the part's rows (``t`` in scope), e.g. declare and
+      zero a per-part accumulator, then store it to a partial-sum workspace;
+    * ``row_prologue(code, row)``: before the row tiles of item ``row``;
+    * ``row_tile(code, tier, row, value)``: inside each row-tile block, after
+      the tile is final; ``value(lane)`` is the TIR expression of the finished
+      output at tile lane ``lane`` (``tier.lane()`` inside ``tier.emit``);
+    * ``epilogue(code)``: after the parallel loop (e.g. reduce the partials);
+    * ``writes_c``: ``False`` drops ``C_in``/``C_out`` (the product is consumed,
+      never stored) and needs ``alpha * acc`` only (``beta`` is ignored);
+    * ``key``: what the consumer adds to the kernel-cache signature.
+    """
+
+    key: tuple
+    row_tile: Callable
+    buffers: tuple = ()
+    size_vars: tuple = ()
+    part_prologue: Callable | None = None
+    part_epilogue: Callable | None = None
+    row_prologue: Callable | None = None
+    epilogue: Callable | None = None
+    writes_c: bool = True
+
+    @property
+    def bindings(self) -> tuple[str, ...]:
+        return ("vt = T.axis.spatial(NP - 1, t)",)
+
+
+
+
+def check_consumer(consumer: RowConsumer | None, kind: str, params) -> None:
+    """A consumer needs an SpMM kernel with the parallel part loop (``vt`` = part)."""
+    if consumer is None:
+        return
+    if kind != "spmm":
+        raise ConfigError(f"a fused row consumer needs kind='spmm', got {kind!r}")
+    if not params.parallel:
+        raise ConfigError("a fused row consumer needs a parallel kernel (its partial sums are per part)")
+
+
+def consumer_buffers(consumer: RowConsumer | None, kind: str, dtype: str) -> list[Buffer]:
+    """The dense buffers of an executor with ``consumer``: ``B``, ``C_in``, ``C_out``
+    (only ``B`` when the consumer does not store the product), then the consumer's."""
+    dense = dense_buffers(kind, dtype)
+    if consumer is None:
+        return dense
+    return (dense if consumer.writes_c else dense[:1]) + list(consumer.buffers)
+
 
 
 def _dynamic(params: ExecParams, consumer: RowConsumer | None) -> bool:

@@ -20,7 +20,8 @@ from typing import Sequence
 from schedules.fusion.einsum_dag import EinsumDAG
 from schedules.fusion.group_codegen import _CHAINS, KernelParams, _local_names, _loop, _reduce_partials, _vec
 from schedules.fusion.row_forms import RowOp
-from schedules.sparse.executors.codegen import Code, RowConsumer
+from schedules.sparse.executors.codegen import Code
+from tests.sparse_oracles.fused_spmm_source import RowConsumer
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["spmm_consumer"]

@@ -6,8 +6,7 @@ the kernel while every size (M, N, K, nnz) stays a symbolic ``T.int32()``.
 They write it with the project's one builder, :class:`tvm_ext.tvmscript_text.Code`,
 and parse it with :func:`tvm_ext.tvmscript_text.parse_prim_func` (both part of this
 module's API, so an executor imports its toolkit from one place); this module adds
-the executors' parameters (:class:`Buffer`, :func:`prim_func_source`), dtypes and
-fused row consumers.
+the executors' parameters (:class:`Buffer`, :func:`prim_func_source`) and dtypes.
 
 >>> body = Code()
 >>> body("C[0] = T.float32(0)")
@@ -32,9 +31,8 @@ import numpy as np
 from tvm_ext.errors import ConfigError, InputError
 from tvm_ext.tvmscript_text import Code, parse_prim_func
 
-__all__ = ["Code", "Buffer", "RowConsumer", "parallel_items", "dynamic_parts", "resolve_dynamic",
-           "DYNAMIC_PART_WORK", "dense_alignment", "dense_buffers",
-           "consumer_buffers", "check_consumer", "prim_func_source", "parse_prim_func", "check_dtype",
+__all__ = ["Code", "Buffer", "parallel_items", "dynamic_parts", "resolve_dynamic",
+           "DYNAMIC_PART_WORK", "dense_alignment", "dense_buffers", "prim_func_source", "parse_prim_func", "check_dtype",
            "native_lanes", "SUPPORTED_DTYPES"]
 
 #: Value dtypes the executors are generated for.
@@ -116,45 +114,6 @@ def _target_vector_bytes(target) -> int:
     if tgt.kind.name != "llvm":
         raise ConfigError(f"target {tgt.kind.name!r}: the sparse executors are built for llvm (CPU)")
     return hardware_facts(tgt).vector_bytes
-
-
-@dataclass(frozen=True)
-class RowConsumer:
-    """Work fused into a row-tile SpMM executor (an epilogue hook, GOGETA's pipelining).
-
-    A row-tile executor (CSR, BCSR) finishes each output row tile in
-    registers; a consumer uses it there instead of re-reading ``C`` later:
-
-    * ``buffers`` / ``size_vars``: extra kernel parameters, after ``C_out``
-      (before the scalars) and the symbolic sizes they bind;
-    * ``bindings``: extra block-axis lines; the part index ``t`` of the
-      parallel loop is bound as ``vt`` (consumers force a parallel kernel);
-    * ``part_prologue(code)`` / ``part_epilogue(code)``: inside the parallel
-      loop, before / after the part's rows (``t`` in scope), e.g. declare and
-      zero a per-part accumulator, then store it to a partial-sum workspace;
-    * ``row_prologue(code, row)``: before the row tiles of item ``row``;
-    * ``row_tile(code, tier, row, value)``: inside each row-tile block, after
-      the tile is final; ``value(lane)`` is the TIR expression of the finished
-      output at tile lane ``lane`` (``tier.lane()`` inside ``tier.emit``);
-    * ``epilogue(code)``: after the parallel loop (e.g. reduce the partials);
-    * ``writes_c``: ``False`` drops ``C_in``/``C_out`` (the product is consumed,
-      never stored) and needs ``alpha * acc`` only (``beta`` is ignored);
-    * ``key``: what the consumer adds to the kernel-cache signature.
-    """
-
-    key: tuple
-    row_tile: Callable
-    buffers: tuple = ()
-    size_vars: tuple = ()
-    part_prologue: Callable | None = None
-    part_epilogue: Callable | None = None
-    row_prologue: Callable | None = None
-    epilogue: Callable | None = None
-    writes_c: bool = True
-
-    @property
-    def bindings(self) -> tuple[str, ...]:
-        return ("vt = T.axis.spatial(NP - 1, t)",)
 
 
 @contextmanager
@@ -253,25 +212,6 @@ def resolve_dynamic(params):
                 raise
             want = False
     return dataclasses.replace(params, dynamic=bool(want))
-
-
-def check_consumer(consumer: RowConsumer | None, kind: str, params) -> None:
-    """A consumer needs an SpMM kernel with the parallel part loop (``vt`` = part)."""
-    if consumer is None:
-        return
-    if kind != "spmm":
-        raise ConfigError(f"a fused row consumer needs kind='spmm', got {kind!r}")
-    if not params.parallel:
-        raise ConfigError("a fused row consumer needs a parallel kernel (its partial sums are per part)")
-
-
-def consumer_buffers(consumer: RowConsumer | None, kind: str, dtype: str) -> list[Buffer]:
-    """The dense buffers of an executor with ``consumer``: ``B``, ``C_in``, ``C_out``
-    (only ``B`` when the consumer does not store the product), then the consumer's."""
-    dense = dense_buffers(kind, dtype)
-    if consumer is None:
-        return dense
-    return (dense if consumer.writes_c else dense[:1]) + list(consumer.buffers)
 
 
 def dense_alignment(dtype: str) -> int:

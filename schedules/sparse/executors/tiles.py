@@ -157,7 +157,7 @@ def emit_row_blocks(code: Code, *, name: str, tiers: Sequence[Tier], dtype: str,
     the matrix (BCSR's last block row) or ``None``.  ``chains(tier)`` > 1
     allocates that many accumulator sets (``acc[chain * rows + r]``) that the
     non-zero loop may interleave; they are summed before the write.
-    ``consumer`` (a :class:`~schedules.sparse.executors.codegen.RowConsumer`)
+    ``consumer`` (a text row consumer: ``tests/sparse_oracles/fused_spmm_source.py``)
     adds its bindings and runs its ``row_tile`` on each finished tile, after
     the write (or instead of it when ``consumer.writes_c`` is false).
     """
