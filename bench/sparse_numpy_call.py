@@ -14,6 +14,11 @@ one run, 2 threads each (``--threads``):
 * torch: ``torch.sparse.mm`` on a CSR tensor (``torch.mv`` for N = 1);
 * scipy ``A @ B`` (single-threaded: context only).
 
+``exe(B)``, MKL and MKL I/E are timed taking turns, round by round
+(:func:`paired_rounds`): on a shared machine a ratio of calls timed seconds
+apart reads the change of load between them; ``x_mkl`` is the ratio of the
+best rounds, ``x_mkl_med`` the median of the per-round ratios.
+
 Every peer's result is checked against scipy once per case.  The corpus is
 the bundled matrices plus six generated ones of at least 1 M non-zeros (HPCG
 27-point, 2-D 5-point Laplacian, block FEM, R-MAT, pyamg Q1 elasticity, pyamg
@@ -127,6 +132,30 @@ def _peers(A: sp.csr_array, B: np.ndarray, n: int, threads: int) -> dict[str, Ca
     return out
 
 
+#: Peers timed in the same rounds as ``exe(B)``, taking turns with it (the ratios the goal reads).
+PAIRED = ("mkl", "mkl_ie")
+
+
+def paired_rounds(ours: Callable[[], Any], peers: dict[str, Callable[[], Any]], *, rounds: int,
+                  min_repeat_s: float) -> dict[str, list[float]]:
+    """Seconds per call of ``ours`` and each peer, timed taking turns: each round times ``ours``
+    then every peer (one :func:`time_python` repeat of ``min_repeat_s`` each, after
+    :func:`settle` lets the previous library's workers park), so a ratio of two of them compares
+    calls made under the same load of the machine, not calls seconds apart.
+
+    >>> r = paired_rounds(lambda: sum(range(100)), {"peer": lambda: sum(range(200))}, rounds=2,
+    ...                   min_repeat_s=0.001)
+    >>> sorted(r), len(r["ours"])
+    (['ours', 'peer'], 2)
+    """
+    out: dict[str, list[float]] = {"ours": [], **{p: [] for p in peers}}
+    for _ in range(rounds):
+        for who, fn in (("ours", ours), *peers.items()):
+            settle()
+            out[who].append(time_python(fn, repeat=1, min_repeat_s=min_repeat_s).min)
+    return out
+
+
 def call_overhead(dtype: str = "float32", loops: int = 20000) -> dict[str, float]:
     """Microseconds per call on a 16 x 16 matrix: the raw packed function with
     pre-made tensors, ``exe(B, out=C)`` and ``exe(B)`` with numpy."""
@@ -203,9 +232,15 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
     if not _close(exe(B), ref, dtype):
         raise AssertionError(f"{name} N={n}: our {plan.label} executor disagrees with scipy")
     out = np.empty(ref.shape, dtype)
-    settle()  # the previous case's peers' OpenMP workers spin ~0.1 s of CPU after their last call
+    peers = _peers(A, B, n, threads)
+    for peer, fn in list(peers.items()):
+        if not _close(fn(), ref, dtype):
+            print(f"  WRONG RESULT from {peer} on {name} N={n}: not timed")
+            del peers[peer]
+    paired = {p: peers[p] for p in PAIRED if p in peers}
     with threadpool_limits(limits=1, user_api="blas"):  # numpy's BLAS pool must not fight TVM's
-        t_call = time_python(lambda: exe(B), repeat=repeat, min_repeat_s=min_s).min
+        rounds = paired_rounds(lambda: exe(B), paired, rounds=repeat, min_repeat_s=min_s)
+        t_call = min(rounds["ours"])
         t_out = time_python(lambda: exe(B, out=out), repeat=repeat, min_repeat_s=min_s).min
         t_kernel = exe.time(B, repeat=repeat, min_repeat_ms=int(min_s * 1e3)).min
     settle()
@@ -220,13 +255,14 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
                            **{f"warm_{k}_runs": v / t_call for k, v in phases.items()},
                            "ours_ms": t_call * 1e3,
                            "ours_out_ms": t_out * 1e3, "kernel_ms": t_kernel * 1e3}
-    for peer, fn in _peers(A, B, n, threads).items():
-        settle()  # the previous library's worker threads park before this one is timed
-        if not _close(fn(), ref, dtype):
-            print(f"  WRONG RESULT from {peer} on {name} N={n}: not timed")
+    for peer, fn in peers.items():
+        if peer in paired:
+            row[f"{peer}_ms"] = min(rounds[peer]) * 1e3
+            row[f"x_{peer}_med"] = float(np.median(np.array(rounds[peer]) / np.array(rounds["ours"])))
             continue
+        settle()  # the previous library's worker threads park before this one is timed
         row[f"{peer}_ms"] = time_python(fn, repeat=repeat, min_repeat_s=min_s).min * 1e3
-    for peer in ("mkl", "mkl_ie"):
+    for peer in PAIRED:
         if row.get(f"{peer}_ms"):
             row[f"x_{peer}"] = row[f"{peer}_ms"] / row["ours_ms"]
             row[f"kx_{peer}"] = row[f"{peer}_ms"] / row["kernel_ms"]
@@ -284,14 +320,15 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
               f"(a run on a loaded machine reads contention, not cost)")
     print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; gbs = (bytes of A + B + C) / time of exe(B)\n")
     cols = ["matrix", "N", "nnz", "format", "ours_ms", "ours_out_ms", "kernel_ms"] + \
-        [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_ie", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs",
+        [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_med", "x_mkl_ie", "x_mkl_ie_med", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs",
                                       "inspect_build_runs", "inspect_mnnz_s"] + \
         [f"warm_{k}_runs" for k in WARM_PHASES]
     keep = BenchRun("sparse_numpy_call", out_dir=None)
     keep.rows = rows
     print(keep.markdown(cols))
     large = [r for r in rows if r["nnz"] >= LARGE_NNZ]
-    print("\nx_* = peer time / ours at the numpy call (exe(B)); kx_* = peer time / our kernel alone")
+    print("\nx_* = peer time / ours at the numpy call (exe(B)), best rounds; x_*_med = median of the "
+          "per-round ratios (ours and MKL, MKL I/E timed taking turns); kx_* = peer time / our kernel alone")
     print("inspect_runs = first inspect(A, N) (kernels loaded from the disk cache) / exe(B); "
           "inspect_build_runs = inspect(A, N).build() again, kernels in memory (warm; median of 3), / exe(B); "
           "inspect_mnnz_s = nnz / that time, in millions; warm_*_runs = its phases / exe(B): the "
@@ -301,6 +338,8 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
             continue
         print(f"{label} ({len(sub)} cases): vs MKL {_summary(sub, 'x_mkl')}; "
               f"vs MKL I/E {_summary(sub, 'x_mkl_ie')}")
+        print(f"{' ' * len(label)}   per-round median: vs MKL {_summary(sub, 'x_mkl_med')}; "
+              f"vs MKL I/E {_summary(sub, 'x_mkl_ie_med')}")
         print(f"{' ' * len(label)}   kernel: vs MKL {_summary(sub, 'kx_mkl')}; "
               f"vs MKL I/E {_summary(sub, 'kx_mkl_ie')}")
     for n in (1, 8):
