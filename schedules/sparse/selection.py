@@ -467,8 +467,9 @@ DYNAMIC_SPMV_ROW_CV = 2.0
 #: Parts per thread of such a claimed SpMV: the thread that claims the last part finishes up to
 #: one part after the other, so the tail is ``1 / (threads * parts_per_thread)`` of the work.
 #: With the executors' default 4 (8 parts on 2 threads) a power-law part's time spread left an
-#: eighth of the product on one thread; with 16, R-MAT 17's SpMV ran 1.3-1.4x faster on a loaded
-#: 2-core machine (a claim is one atomic per part: 32 parts of 60K non-zeros cost nothing).
+#: eighth of the product on one thread.  On R-MAT 17 (2-core machine at a load of 8-10) the best
+#: calls were equal with 4 and 16; the median call was 1.2x faster with 16 in one interleaved
+#: comparison (the per-round ratio even) and 1.4x in another; a claim is one atomic per part.
 DYNAMIC_SPMV_PARTS_PER_THREAD = 16
 
 
