@@ -156,6 +156,16 @@ def paired_rounds(ours: Callable[[], Any], peers: dict[str, Callable[[], Any]], 
     return out
 
 
+def _non_peer_blas() -> dict[str, int]:
+    """threadpoolctl limits of one thread for every loaded BLAS but MKL: numpy's and scipy's
+    OpenBLAS pools stay out of the way of TVM's threads while MKL, a timed peer, keeps its
+    ``--threads`` (``user_api="blas"`` would hold MKL to one thread too)."""
+    from threadpoolctl import threadpool_info
+
+    return {lib["prefix"]: 1 for lib in threadpool_info()
+            if lib["user_api"] == "blas" and lib["internal_api"] != "mkl"}
+
+
 def call_overhead(dtype: str = "float32", loops: int = 20000) -> dict[str, float]:
     """Microseconds per call on a 16 x 16 matrix: the raw packed function with
     pre-made tensors, ``exe(B, out=C)`` and ``exe(B)`` with numpy."""
@@ -238,7 +248,7 @@ def run_case(name: str, A: sp.csr_array, n: int, repeat: int, min_s: float, thre
             print(f"  WRONG RESULT from {peer} on {name} N={n}: not timed")
             del peers[peer]
     paired = {p: peers[p] for p in PAIRED if p in peers}
-    with threadpool_limits(limits=1, user_api="blas"):  # numpy's BLAS pool must not fight TVM's
+    with threadpool_limits(limits=_non_peer_blas()):  # numpy's BLAS pool must not fight TVM's
         rounds = paired_rounds(lambda: exe(B), paired, rounds=repeat, min_repeat_s=min_s)
         t_call = min(rounds["ours"])
         t_out = time_python(lambda: exe(B, out=out), repeat=repeat, min_repeat_s=min_s).min
