@@ -260,6 +260,33 @@ def test_sell_recipe_stores_what_to_sell_stores():
     assert fmt.slots == hand.data.size
 
 
+
+@pytest.mark.parametrize("C", [4, 8])
+def test_sell_spmm_parts_balance_the_slices_entries_like_the_template(C):
+    """SpMM runs every row of a slice over the slice's positions (the position loop is inside the
+    row loop): the parallel parts are balanced by the slices' entries, as the template's, so a
+    slice holding a long row gets a part of its own; the product stays scipy's."""
+    from schedules.sparse.executors.spec import ExecParams
+    from schedules.sparse.inspectors import to_sell
+    from schedules.sparse.recipes.library import sell_recipe
+    from schedules.sparse.recipes.recipe import RecipeKernels
+    from tests.sparse_oracles.sell_template import TemplateSELLKernels
+
+    A = _matrix(203, 90, 0.03, 7)
+    A = sp.csr_array(A + sp.csr_array((np.ones(80, np.float32), ([5] * 80, range(80))), shape=A.shape))
+    recipe = sell_recipe(C, 4 * C)
+    fmt, hand = recipe.inspect(A), to_sell(A, C=C, sigma=4 * C)
+    kernels, p = RecipeKernels(recipe), ExecParams(parallel=True)
+    p = kernels.resolve(fmt, p, "float32", "spmm", 19, None)
+    part = kernels.arrays(fmt, p, "spmm", False, 2)[-1]
+    tmpl = TemplateSELLKernels()
+    tp = tmpl.resolve(hand, tmpl.params_cls(parallel=True), "float32", "spmm", 19, None)
+    np.testing.assert_array_equal(part, tmpl.arrays(hand, tp, "spmm", False, 2)[-1])
+    assert part[1] == 1                 # the long row's slice alone
+    B = np.random.default_rng(2).random((90, 19)).astype(np.float32)
+    exe = build_recipe_executor(recipe, A, 19, params=ExecParams(parallel=True), fmt=fmt)
+    np.testing.assert_allclose(exe(B), A @ B, rtol=1e-4, atol=1e-4)
+
 def test_hyb_recipe_splits_like_to_hyb():
     from schedules.sparse.inspectors import to_hyb
     from schedules.sparse.recipes.library import hyb_recipe

@@ -33,7 +33,7 @@ from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.partition import balanced_parts, row_aligned_chunks, uniform_parts
 from schedules.sparse.executors.spec import SPMV_PARTIAL_SUMS, ExecParams, FormatKernels
 from schedules.sparse.recipes import lower, row_tile, scatter, vector_rows
-from schedules.sparse.recipes.nest import (BufferRole, Role, SparseNest, csr_loop_nest, loads,
+from schedules.sparse.recipes.nest import (BufferRole, Role, SparseNest, csr_loop_nest,
                                            nest_from_primfunc)
 from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
 from tvm_ext.errors import InputError, ScheduleError
@@ -364,14 +364,24 @@ class RecipeKernels(FormatKernels):
             return row_aligned_chunks(fmt.arrays[nest.buffer_of(Role.EXPLICIT, comp["levels"][0]).name], n)
         rows = int(part_kind.split(":")[1]) if part_kind.startswith("rows:") else 1
         offset = nest.buffer_of(Role.OFFSET)
-        if offset is not None and len(nest.levels) > 1 and any(
-                b.same_as(offset) for b in loads(nest.levels[1].lo)):
+        if offset is not None and _bounded_by_outer_offset(nest, offset):
             return balanced_parts(fmt.arrays[offset.name], dynamic_parts(params, threads, self.nnz(fmt)),
                                   item_cost=1.0)
         return uniform_parts(-(-fmt.shape[0] // rows), dynamic_parts(params, threads, self.nnz(fmt)))
 
     def nnz(self, fmt) -> int:
         return fmt.slots
+
+
+def _bounded_by_outer_offset(nest: SparseNest, offset) -> bool:
+    """Whether an inner loop starts at ``offset[outer]`` (the outer loop's work is the offset's
+    differences: parts balanced by it), at any depth: SELL's positions sit inside the slice's rows."""
+    from tvm.ir.expr import TensorLoad
+
+    outer = nest.levels[0].var
+    return any(isinstance(lv.lo, TensorLoad) and lv.lo.source.same_as(offset)
+               and len(lv.lo.indices) == 1 and lv.lo.indices[0].same_as(outer)
+               for lv in nest.levels[1:])
 
 
 def build_recipe_executor(recipe: Recipe, A: Any, n_cols: int | None = None, *, kind: str = "spmm",
