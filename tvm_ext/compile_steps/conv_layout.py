@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["conv1x1_read_nchw", "residual_in_input_layout"]
+__all__ = ["conv1x1_read_nchw", "residual_in_input_layout", "conv1x1_residual_to_nchw"]
 
 _TO_NHWC = [0, 2, 3, 1]
 
@@ -153,6 +153,164 @@ def residual_in_input_layout(mod: Any) -> Any:
                                                       perm.args[0]))
                 return relax.op.nn.relu(out) if relu is not None else out
             return call
+
+    rewriter = _Rewrite(mod)
+    for gv, func in funcs.items():
+        rewriter.builder_.update_func(gv, rewriter.visit_expr(func))
+    out = rewriter.builder_.get()
+    return out.with_attrs(mod.attrs) if mod.attrs is not None and hasattr(out, "with_attrs") else out
+
+
+_TO_NCHW = [0, 3, 1, 2]
+
+
+def _conv1x1_residual_nchw(y, w, *rest, width: int, bias: bool, relu: bool):
+    """``out[n, o, h, w] = (relu)(conv[n, o, h * width + w] (+ b[o]) + x[n, o, h, w])`` with
+    ``conv[n, o, p] = sum_c y[n, p, c] * w[o, 0, 0, c]``: the pixels of the NHWC input flattened
+    (``y`` is ``[n, h * width, c]``), the output and the residual ``x`` in NCHW."""
+    from tvm import te, tirx
+
+    b, x = (rest[0], rest[1]) if bias else (None, rest[0])
+    n, p, c = y.shape
+    o = w.shape[0]
+    rc = te.reduce_axis((0, c), name="rc")
+    conv = te.compute((n, o, p), lambda i, f, j: te.sum(y[i, j, rc] * w[f, 0, 0, rc], axis=rc),
+                      name="conv2d_nchw")
+
+    def tail(i, f, r, q):
+        v = conv[i, f, r * width + q]
+        if b is not None:
+            v = v + b[(0,) * (len(b.shape) - 1) + (f,)]
+        v = v + x[i, f, r, q]
+        return te.max(v, tirx.const(0, "float32")) if relu else v
+
+    return te.compute(tuple(x.shape), tail, name="T_residual")
+
+
+def _channel_bias(e, channels: int) -> bool:
+    """``e`` broadcasts along the last (NHWC channel) axis only, with ``channels`` values."""
+    try:
+        shape = _ints(e.ty.shape.values)
+    except (AttributeError, TypeError, ValueError):
+        return False
+    return (1 <= len(shape) <= 4 and shape[-1] == channels and all(d == 1 for d in shape[:-1])
+            and str(e.ty.dtype) == "float32")
+
+
+def _fuse_residual_tail(mutator, add, relu: bool, uses: dict):
+    """The fused kernel's call replacing ``(relu)(add)`` (emitted through ``mutator``'s builder), or None
+    when ``add`` is not ``add(permute_dims((add)(conv2d_1x1(y, w), b), [0, 3, 1, 2]), x)`` with
+    single-use intermediates and ``x`` of the output's shape."""
+    from tvm import relax
+
+    from tvm_ext.compile_steps.placement import ATTR_MEMBERS
+
+    out_shape = add.ty.shape
+    for t, x in (add.args, add.args[::-1]):
+        perm = _bound_call(mutator, t, "relax.permute_dims")
+        if (perm is None or perm.attrs.axes is None or _ints(perm.attrs.axes) != _TO_NCHW
+                or uses.get(t, 0) != 1):
+            continue
+        try:
+            same = _ints(x.ty.shape.values) == _ints(out_shape.values) and str(x.ty.dtype) == "float32"
+        except (AttributeError, TypeError, ValueError):
+            same = False
+        if not same:
+            continue
+        src, bias = perm.args[0], None
+        badd = _bound_call(mutator, src, "relax.add")
+        if badd is not None and uses.get(src, 0) == 1:
+            for cv, b in (badd.args, badd.args[::-1]):
+                if _bound_call(mutator, cv, "relax.nn.conv2d") is not None and uses.get(cv, 0) == 1:
+                    src, bias = cv, b
+                    break
+        conv = _bound_call(mutator, src, "relax.nn.conv2d")
+        if (conv is None or not _is_plain_1x1(conv) or (bias is None and badd is not None)
+                or uses.get(src, 0) != 1):
+            continue
+        n, o, h, wd = _ints(out_shape.values)
+        if bias is not None and not _channel_bias(bias, o):
+            continue
+        c = _ints(conv.args[0].ty.shape.values)[3]
+        bld = mutator.builder_
+        y3 = bld.emit(relax.op.reshape(conv.args[0], (n, h * wd, c)))
+        args = [y3, conv.args[1]] + ([bias] if bias is not None else []) + [x]
+        fused = bld.call_te(_conv1x1_residual_nchw, *args, width=wd, bias=bias is not None, relu=relu,
+                            primfunc_name_hint="conv2d_residual")
+        members = ["conv2d"] + (["add"] if bias is not None else []) + ["transpose", "add"] + (
+            ["relu"] if relu else [])
+        gv = fused.args[0]
+        bld.update_func(gv, bld.get()[gv].with_attr(ATTR_MEMBERS, members))
+        return fused
+    return None
+
+
+def conv1x1_residual_to_nchw(mod: Any) -> Any:
+    """``(relu)(add(permute_dims((add)(conv2d_1x1(y, w), b), [0, 3, 1, 2]), x))`` -- a residual
+    block's last 1x1 NHWC convolution, its bias, the conversion back to NCHW, the skip add and the
+    ReLU -- becomes one kernel that computes the convolution with the output channels as rows and the
+    pixels as the vector axis, so it writes NCHW directly with the bias, skip add and ReLU in its
+    epilogue: no NHWC copy of the block's output is written and converted back.  The pixels are
+    flattened by a reshape of the input (a view at run time).  Intermediates used elsewhere keep the
+    graph as it is.
+
+    >>> import numpy as np
+    >>> from tvm import relax
+    >>> bb = relax.BlockBuilder()
+    >>> x = relax.Var("x", relax.TensorType((1, 16, 4, 4), "float32"))
+    >>> y = relax.Var("y", relax.TensorType((1, 4, 4, 8), "float32"))
+    >>> w = relax.const(np.ones((16, 1, 1, 8), "float32"))
+    >>> with bb.function("main", [x, y]):
+    ...     with bb.dataflow():
+    ...         c = bb.emit(relax.op.nn.conv2d(y, w, data_layout="NHWC", kernel_layout="OHWI"))
+    ...         t = bb.emit(relax.op.permute_dims(c, [0, 3, 1, 2]))
+    ...         o = bb.emit_output(relax.op.nn.relu(relax.op.add(t, x)))
+    ...     _ = bb.emit_func_output(o)
+    >>> out = relax.transform.DeadCodeElimination()(conv1x1_residual_to_nchw(bb.get()))
+    >>> [str(b.value.op.name) for b in out["main"].body.blocks[0].bindings if hasattr(b.value, "op")]
+    ['relax.reshape', 'relax.call_tir']
+    """
+    import tvm
+    from tvm import relax
+
+    from tvm_ext.compile_steps.conv_affine import _uses
+
+    funcs = {gv: f for gv, f in mod.functions.items() if gv.name_hint == "main" and isinstance(f, relax.Function)}
+    if not funcs or not isinstance(next(iter(funcs.values())).body, relax.SeqExpr):
+        return mod
+    main = next(iter(funcs.values()))
+    uses = _uses(main)
+    relu_input = set()  # values only a ReLU reads: rewritten with the ReLU, not before it
+    for block in main.body.blocks:
+        for bnd in block.bindings:
+            v = bnd.value
+            if (isinstance(v, relax.Call) and isinstance(v.op, tvm.ir.Op) and v.op.name == "relax.nn.relu"
+                    and isinstance(v.args[0], relax.Var) and uses.get(v.args[0], 0) == 1):
+                relu_input.add(v.args[0])
+
+    @relax.expr_functor.mutator
+    class _Rewrite(relax.PyExprMutator):
+        bound = None  # the variable of the binding being visited
+
+        def visit_var_binding_(self, binding):  # noqa: N802 - TVM's hook name
+            self.bound = binding.var
+            super().visit_var_binding_(binding)
+
+        def visit_call_(self, op):  # noqa: N802 - TVM's hook name
+            call = super().visit_call_(op)
+            if not isinstance(call.op, tvm.ir.Op):
+                return call
+            relu = call.op.name == "relax.nn.relu"
+            if relu:
+                add = _bound_call(self, call.args[0], "relax.add")
+            elif call.op.name == "relax.add" and self.bound not in relu_input:
+                add = call
+            else:
+                return call
+            if add is None:
+                return call
+            fused = _fuse_residual_tail(self, add, relu, uses)
+            return call if fused is None else fused
 
     rewriter = _Rewrite(mod)
     for gv, func in funcs.items():

@@ -262,13 +262,16 @@ def ConvertConvLayout(layout: dict | None = None):  # noqa: N802
     and joins the last convolution's kernel).  Last, the layout conversions at the ends go where
     they are free (:mod:`.conv_layout`): a residual add that converts the block's output back reads
     the skip input in its own layout, and a plain 1x1 convolution of a converted input reads the
-    input itself, so no converted copy of the input is made.
+    input itself, so no converted copy of the input is made; a last 1x1 convolution whose output is
+    converted back, added to the skip input (and ReLU'd) writes NCHW itself with the add and the ReLU
+    in its epilogue (:func:`.conv_layout.conv1x1_residual_to_nchw`).
     """
     import tvm
     from tvm import relax
 
     from tvm_ext.compile_steps.conv_affine import fold_conv_affine
-    from tvm_ext.compile_steps.conv_layout import conv1x1_read_nchw, residual_in_input_layout
+    from tvm_ext.compile_steps.conv_layout import (conv1x1_read_nchw, conv1x1_residual_to_nchw,
+                                                    residual_in_input_layout)
 
     @_module_pass("tvm_ext.ConvertConvLayout")
     def run(mod, ctx):
@@ -276,7 +279,9 @@ def ConvertConvLayout(layout: dict | None = None):  # noqa: N802
         mod = tvm.transform.Sequential([relax.transform.ConvertLayout(layout or CONV_LAYOUT),
                                         relax.transform.CanonicalizeBindings(),
                                         relax.transform.EliminateCommonSubexpr()])(mod)
-        return relax.transform.DeadCodeElimination()(conv1x1_read_nchw(residual_in_input_layout(mod)))
+        dce = relax.transform.DeadCodeElimination()
+        mod = conv1x1_residual_to_nchw(dce(residual_in_input_layout(mod)))
+        return dce(conv1x1_read_nchw(mod))
 
     return run
 
@@ -371,12 +376,17 @@ class MeasuredTensorize(ScheduleRule):
 
 class DefaultSchedule(ScheduleRule):
     """Outer spatial loops in parallel when big enough, inner loops vectorised, transposes
-    cache-tiled (:mod:`.llvm_schedule`); always applies."""
+    cache-tiled (:mod:`.llvm_schedule`); applies to every kernel but a plain reshape, which is left
+    unscheduled for TVM's ``RewriteDataflowReshape`` to turn into a view of its input."""
 
     def apply(self, func, name: str, target, declined=None):
+        from tvm import relax
+
         from tvm_ext.compile_steps.default_schedule import default_all
         from tvm_ext.compile_steps.llvm_schedule import KernelSchedule
 
+        if relax.analysis.has_reshape_pattern(func):  # TVM's RewriteDataflowReshape makes it a view
+            return None, KernelSchedule(name, "default", reason="a reshape: a view at run time, no kernel")
         how = KernelSchedule(name, "default", declined.detail if declined else "",
                              declined.reason if declined else "", dict(declined.candidates) if declined else {})
         return default_all(func).mod["main"].with_attr("tirx.is_scheduled", True), how

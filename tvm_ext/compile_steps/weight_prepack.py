@@ -27,6 +27,8 @@ __all__ = ["PREPROC_KEY", "PREPACKED_SUFFIX", "mark_weight_packing", "prepack_we
 PREPROC_KEY = "meta_schedule.layout_rewrite_preproc"
 #: Name suffix ``SplitLayoutRewritePreproc`` gives the compute function.
 PREPACKED_SUFFIX = "_prepacked"
+#: Name suffix it gives the packing function split out of it.
+PACKING_SUFFIX = "_weight_prepack"
 
 
 def _buffer(region) -> Any:
@@ -74,7 +76,9 @@ def mark_weight_packing(func) -> tuple[Any, list[str]]:
 def prepack_weights(mod, target) -> tuple[Any, dict[str, list[str]]]:
     """Split the marked packing out of every kernel and fold it for constant weights.
 
-    Returns the module and ``{kernel name: [packed parameter names]}``.  A
+    Returns the module and ``{kernel name: [parameter names packed at compile time]}`` (a kernel
+    whose packed operand is a run-time tensor, such as an activation, keeps a packing call per run
+    and is not listed).  A
     module whose split TVM refuses is returned unchanged (the kernels keep
     packing per call).
     """
@@ -97,4 +101,21 @@ def prepack_weights(mod, target) -> tuple[Any, dict[str, list[str]]]:
             folded = relax.transform.DeadCodeElimination()(relax.transform.FoldConstant()(split))
     except Exception:  # noqa: BLE001 - TVM refused the split: keep packing inside the kernels
         return mod, {}
-    return folded, marked
+    run_time = _called(folded)  # a packing call left after folding packs a run-time tensor on every call
+    return folded, {k: v for k, v in marked.items() if k + PACKING_SUFFIX not in run_time}
+
+
+def _called(mod) -> set[str]:
+    """Names of the functions the module's Relax functions call."""
+    from tvm import relax
+
+    names: set[str] = set()
+
+    def visit(e):
+        if isinstance(e, relax.GlobalVar):
+            names.add(e.name_hint)
+
+    for _, func in mod.functions.items():
+        if isinstance(func, relax.Function):
+            relax.analysis.post_order_visit(func, visit)
+    return names
