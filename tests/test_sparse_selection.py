@@ -443,19 +443,20 @@ def test_a_switch_needs_the_margin_in_the_paired_median_and_in_the_fastest_runs(
     assert replace(m, seconds={"csr": 1.0, "ell": 0.9}).chosen == "ell"
 
 
-def test_a_power_law_spmv_plan_claims_many_parts_and_matches_scipy():
+@pytest.mark.parametrize("n", [1, 8])
+def test_a_power_law_plan_claims_many_parts_and_matches_scipy(n):
     from schedules.sparse import inspect
-    from schedules.sparse.selection import DYNAMIC_SPMV_PARTS_PER_THREAD
+    from schedules.sparse.selection import DYNAMIC_PARTS_PER_THREAD
     from tvm_ext.target import num_threads
 
     A = rmat(13, seed=1).astype(np.float32)  # above the executors' serial size
-    plan = inspect(A, n_cols=1, format="csr")
-    exe = plan.build()
-    assert exe.params.dynamic and exe.params.parts_per_thread == DYNAMIC_SPMV_PARTS_PER_THREAD
+    exe = inspect(A, n_cols=n, format="csr").build()
+    assert exe.params.dynamic and exe.params.parts_per_thread == DYNAMIC_PARTS_PER_THREAD
     part = exe._arrays[-1].numpy()  # the claimed parts' row boundaries
     assert part[0] == 0 and part[-1] == A.shape[0] and np.all(np.diff(part) > 0)
     assert part.size - 1 > 4 * num_threads() or part.size - 1 >= A.nnz // 4096
-    x = np.random.default_rng(0).uniform(-1, 1, A.shape[1]).astype(np.float32)
-    np.testing.assert_allclose(exe(x), A @ x, rtol=1e-4, atol=1e-4)
+    rng = np.random.default_rng(0)
+    B = rng.uniform(-1, 1, A.shape[1] if n == 1 else (A.shape[1], n)).astype(np.float32)
+    np.testing.assert_allclose(exe(B), A @ B, rtol=1e-4, atol=1e-4)
     # an even stencil keeps the fixed shares of the executor's defaults
-    assert inspect(lap2d(30), n_cols=1, format="csr").build().params.parts_per_thread == 4
+    assert inspect(lap2d(30), n_cols=n, format="csr").build().params.parts_per_thread == 4

@@ -83,8 +83,8 @@ __all__ = [
     "repeat_share",
     "value_bytes_of",
     "executor_params",
-    "DYNAMIC_SPMV_ROW_CV",
-    "DYNAMIC_SPMV_PARTS_PER_THREAD",
+    "DYNAMIC_ROW_CV",
+    "DYNAMIC_PARTS_PER_THREAD",
 ]
 
 #: Cost of one ``B`` byte fetched from the last-level cache, per byte from memory.
@@ -456,36 +456,38 @@ class AnalyticCostModel:
                       scored=tuple(scores.items()))
 
 
-#: Row-length spread (standard deviation over mean) from which CSR's SpMV claims its parts at
-#: run time (``dynamic=True``) instead of fixed shares: parts balanced by non-zeros are not
+#: Row-length spread (standard deviation over mean) from which a CSR executor claims its parts
+#: at run time (``dynamic=True``) instead of fixed shares: parts balanced by non-zeros are not
 #: balanced in time when rows are power-law (a hub row's scattered ``B`` reads, many one-entry
 #: rows' row overhead), and a thread that the OS parks leaves its fixed share undone.  R-MAT's
-#: rows spread 6x their mean (the stencils and FEM matrices of the bench 0.0-0.3); its SpMV ran
-#: 3-10% faster with claimed parts in four interleaved comparisons (the SpMM comparisons were
-#: mixed, so N > 1 keeps the fixed shares).
-DYNAMIC_SPMV_ROW_CV = 2.0
-#: Parts per thread of such a claimed SpMV: the thread that claims the last part finishes up to
-#: one part after the other, so the tail is ``1 / (threads * parts_per_thread)`` of the work.
-#: With the executors' default 4 (8 parts on 2 threads) a power-law part's time spread left an
-#: eighth of the product on one thread.  On R-MAT 17 (2-core machine at a load of 8-10) the best
-#: calls were equal with 4 and 16; the median call was 1.2x faster with 16 in one interleaved
-#: comparison (the per-round ratio even) and 1.4x in another; a claim is one atomic per part.
-DYNAMIC_SPMV_PARTS_PER_THREAD = 16
+#: rows spread 6x their mean (the stencils and FEM matrices of the bench 0.0-0.3).  Its SpMV ran
+#: 3-10% faster with claimed parts in four interleaved comparisons; at N = 8, with
+#: :data:`DYNAMIC_PARTS_PER_THREAD` parts, the median per-round ratio was 1.11x and 1.21x for
+#: the claimed parts (best calls 1.04x, 1.13x); at N = 128 even (1.01x).
+DYNAMIC_ROW_CV = 2.0
+#: Parts per thread of such a claimed executor: the thread that claims the last part finishes
+#: up to one part after the other, so the tail is ``1 / (threads * parts_per_thread)`` of the
+#: work.  With the executors' default 4 (8 parts on 2 threads) a power-law part's time spread can
+#: leave an eighth of the product on one thread.  On R-MAT 17's SpMV (2-core machine at a load of
+#: 8-10) the best calls were equal with 4 and 16; the median call was 1.2x faster with 16 in one
+#: interleaved comparison (the per-round ratio even) and 1.4x in another; a claim is one atomic.
+DYNAMIC_PARTS_PER_THREAD = 16
 
 
 def executor_params(format_name: str, features: dict[str, Any], kind: str) -> Any:
-    """The executor knobs the features call for, or None for the executor's defaults: CSR's
-    SpMV over rows whose lengths spread more than :data:`DYNAMIC_SPMV_ROW_CV` times their
-    mean claims its parts at run time, :data:`DYNAMIC_SPMV_PARTS_PER_THREAD` parts per thread.
+    """The executor knobs the features call for, or None for the executor's defaults: a CSR
+    executor (SpMV or SpMM) over rows whose lengths spread more than :data:`DYNAMIC_ROW_CV`
+    times their mean claims its parts at run time, :data:`DYNAMIC_PARTS_PER_THREAD` parts per
+    thread.
 
     >>> from tvm_ext.workloads import rmat, lap2d
-    >>> p = executor_params("csr", sparse_features(rmat(10)), "spmv")
+    >>> p = executor_params("csr", sparse_features(rmat(10)), "spmm")
     >>> p.dynamic, p.parts_per_thread
     (True, 16)
     >>> executor_params("csr", sparse_features(lap2d(10)), "spmv") is None
     True
     """
-    if format_name != "csr" or kind != "spmv":
+    if format_name != "csr":
         return None
     from schedules.sparse.executors.csr import CSRParams
 
@@ -493,9 +495,9 @@ def executor_params(format_name: str, features: dict[str, Any], kind: str) -> An
     mean = float(rl.get("mean", 0.0))
     if mean <= 0:
         return None
-    if float(rl.get("std", 0.0)) / mean < DYNAMIC_SPMV_ROW_CV:
+    if float(rl.get("std", 0.0)) / mean < DYNAMIC_ROW_CV:
         return None
-    return CSRParams(dynamic=True, parts_per_thread=DYNAMIC_SPMV_PARTS_PER_THREAD)
+    return CSRParams(dynamic=True, parts_per_thread=DYNAMIC_PARTS_PER_THREAD)
 
 
 #: Entry-point group of zero-argument functions returning a trained :class:`Selector`
