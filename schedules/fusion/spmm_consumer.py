@@ -208,13 +208,14 @@ class _SpmmTileOps(BoundConsumer):
         n = d.names[m.name]
         x, z = self.acc[f"x_{n}"], self.acc[f"z_{n}"]
         small, out = self.bufs[d.smalls[m.name]], self.bufs[d.outs[m.name]]
-        c0, base, dtype = m.cols[0], tile.base, d.dtype
+        c0, dtype = m.cols[0], d.dtype
         tile.lanes(lambda lane: f.store(z, tile.value(lane), [tile.col(lane)]))
         with f.loop("unroll", 0, _CHAINS, "u") as u:
             _vec(f, c0, d.lanes, lambda c: f.store(x, _zero(dtype), [u, c]))
 
         def add(chain, nn):
-            _vec(f, c0, d.lanes, lambda c: f.store(x, x[chain, c] + z[base + nn] * small[base + nn, c], [chain, c]))
+            _vec(f, c0, d.lanes, lambda c: f.store(x, x[chain, c] + z[tile.col(nn)] * small[tile.col(nn), c],
+                                                   [chain, c]))
         if tile.mask is not None:
             with f.loop("serial", 0, tile.mask, "nn") as nn:
                 add(0, nn)

@@ -30,13 +30,12 @@ printed or parsed.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from schedules.sparse.recipes.lower import _const, _Func, _if, _lanes, _Tier, _tiers, part_buffer, simplify_guards
-from schedules.sparse.recipes.nest import Level, SparseNest, subst
-from schedules.sparse.recipes.row_tile import _drop_row_guards, _reduce, _write_block, block_rows, row_tile_part
+from schedules.sparse.recipes.lower import _Func, _if, _lanes, _Tier, _tiers, part_buffer, simplify_guards
+from schedules.sparse.recipes.nest import SparseNest
+from schedules.sparse.recipes.row_tile import _row_block, _write_block, block_rows, row_tile_part
 from schedules.sparse.recipes.schedule import MicroKernel
 from tvm_ext.errors import ConfigError
 
@@ -47,8 +46,8 @@ __all__ = ["RowTileConsumer", "BoundConsumer", "FinishedTile", "fused_row_tile_p
 class FinishedTile:
     """One finished output row tile, as :meth:`BoundConsumer.row_tile` sees it.
 
-    ``row`` is the output row, ``base`` the tile's first column, ``value(lane)``
-    the finished product at tile lane ``lane`` (``C_out`` as stored, or
+    ``row`` is the output row, ``column(lane)`` the output column of tile lane
+    ``lane``, ``value(lane)`` the finished product there (``C_out`` as stored, or
     ``alpha * acc`` when the product is not stored); :meth:`lanes` runs a
     statement over the tile's lanes (vectorised, unrolled or masked like the
     tile's own loops).
@@ -57,7 +56,7 @@ class FinishedTile:
     func: _Func
     tier: _Tier
     row: Any
-    base: Any
+    column: Callable[[Any], Any]
     value: Callable[[Any], Any]
 
     def lanes(self, stmt: Callable[[Any], None]) -> None:
@@ -66,7 +65,7 @@ class FinishedTile:
 
     def col(self, lane) -> Any:
         """The output column of tile lane ``lane``."""
-        return self.base + lane
+        return self.column(lane)
 
     @property
     def width(self) -> int:
@@ -161,10 +160,12 @@ def fused_row_tile_primfunc(nest: SparseNest, params, consumer: RowTileConsumer)
 
 def _emit_parts(f: _Func, nest: SparseNest, kernel: MicroKernel, part, bound: BoundConsumer, writes_c: bool,
                 found: tuple) -> None:
-    """The parallel part loop: each part's hooks around its row tiles, then the epilogue."""
+    """The parallel part loop: each part's hooks around its row tiles (:mod:`.row_tile`'s blocks,
+    finished by :func:`_finisher`), then the epilogue."""
     outer, rows, row_level = found
     tiers = _tiers(f.N, kernel.lanes, kernel.unroll, False)
-    guards = _drop_row_guards(nest, outer, row_level, nest.levels[1:], simplify_guards(nest, nest.guards))
+    guards = simplify_guards(nest, nest.guards)
+    finish = _finisher(bound, writes_c)
     M = nest.sizes["M"]
     NP = part.shape[0]
     with f.loop("parallel", 0, NP - 1, "t") as t:
@@ -178,44 +179,20 @@ def _emit_parts(f: _Func, nest: SparseNest, kernel: MicroKernel, part, bound: Bo
                         bound.row_prologue(f, i * rows + r0)
             for tier in tiers:
                 chains = kernel.chains(tier.unroll * rows, False)
-                _fused_block(f, nest, tier, chains, i, (outer, rows, row_level), guards, bound, writes_c)
+                _row_block(f, nest, tier, chains, i, outer, rows, row_level, nest.levels[1:], guards,
+                           finish=finish)
         bound.close_part(f, t)
     bound.epilogue(f)
 
 
-def _fused_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, found: tuple, guards: Sequence,
-                 bound: BoundConsumer, writes_c: bool) -> None:
-    """One block: the ``rows`` output rows of outer iteration ``i`` for one column tier, accumulated
-    in registers (as :mod:`.row_tile`'s blocks), written unless the consumer takes the product
-    instead, then each row's finished tile handed to the consumer."""
-    outer, rows, row_level = found
-    T, dtype, M = f.T, nest.dtype, nest.sizes["M"]
-    with ExitStack() as stack:
-        if tier.cond is not None:
-            stack.enter_context(_if(T, tier.cond))
-        if tier.count is not None:
-            jo = stack.enter_context(f.loop("serial", 0, tier.count, "jo"))
-        stack.enter_context(T.sblock(f"row{tier.suffix}"))
-        vi = T.axis.spatial(outer.hi, i)
-        f.IRBuilder.name("vi", vi)
-        vj = None
-        if tier.count is not None:
-            vj = T.axis.spatial(tier.count, jo)
-            f.IRBuilder.name("vj", vj)
-        base = tier.base(vj)
-        acc = T.sblock_alloc_buffer((chains * rows, tier.width), dtype, scope="local")
-        f.IRBuilder.name("acc", acc)
-
-        def col(lane):
-            return base + lane
-
-        def out_row(r):
-            return vi if rows == 1 else vi * rows + r
-
-        _accumulate(f, nest, tier, acc, chains, rows, vi, outer, row_level, guards, col)
+def _finisher(bound: BoundConsumer, writes_c: bool) -> Callable:
+    """The end of a row-tile block (in place of :mod:`.row_tile`'s write): ``C_out`` written unless
+    the consumer takes the product instead, then each row's finished tile handed to the consumer."""
+    def finish(f: _Func, nest: SparseNest, tier: _Tier, acc, held: int, out_row: Callable, perm,
+               col: Callable, check_rows: bool) -> None:
         if writes_c:
-            _write_block(f, nest, tier, acc, rows, out_row, None, col, check_rows=rows != 1)
-        with f.loop("unroll", 0, rows, "r") as r:
+            _write_block(f, nest, tier, acc, held, out_row, perm, col, check_rows=check_rows)
+        with f.loop("unroll", 0, held, "r") as r:
             row = out_row(r)
             if writes_c:
                 def value(lane, row=row):
@@ -223,30 +200,6 @@ def _fused_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, found:
             else:
                 def value(lane, r=r):
                     return f.alpha * acc[r, lane]
-            with _if(T, row < M if rows != 1 else None):
-                bound.row_tile(FinishedTile(f, tier, row, base, value))
-
-
-def _accumulate(f: _Func, nest: SparseNest, tier: _Tier, acc, chains: int, rows: int, vi, outer: Level,
-                row_level, guards: Sequence, col: Callable) -> None:
-    """Zero the block's accumulators and run the nest's reduction loops into them (the row tile's
-    micro-kernel of :mod:`.row_tile`: partial sums folded where they were used)."""
-    dtype = nest.dtype
-    with f.loop("unroll", 0, chains * rows, "r") as r:
-        _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [r, lane]))
-
-    def fma(vmap, chain):
-        val, b_row = subst(nest.value, vmap), subst(nest.col, vmap)
-        a = chain * rows + (vmap[row_level.var] if row_level is not None else 0)
-        _lanes(f, tier, lambda lane: f.store(acc, acc[a, lane] + val * f.B[b_row, col(lane)], [a, lane]))
-
-    def fold(used: int, reset: bool) -> None:
-        with f.loop("unroll", 0, used - 1, "k") as k:
-            with f.loop("unroll", 0, rows, "r") as r:
-                def one(lane):
-                    f.store(acc, acc[r, lane] + acc[(k + 1) * rows + r, lane], [r, lane])
-                    if reset:
-                        f.store(acc, _const(0, dtype), [(k + 1) * rows + r, lane])
-                _lanes(f, tier, one)
-
-    _reduce(f, nest, nest.levels[1:], guards, {outer.var: vi}, chains, fma, fold)
+            with _if(f.T, row < nest.sizes["M"] if check_rows else None):
+                bound.row_tile(FinishedTile(f, tier, row, col, value))
+    return finish

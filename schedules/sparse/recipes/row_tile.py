@@ -164,9 +164,11 @@ def block_rows(nest: SparseNest) -> int:
 
 
 def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: Level, rows: int,
-               row_level, inner: Sequence[Level], guards: Sequence, perm=None, one_row=None) -> None:
+               row_level, inner: Sequence[Level], guards: Sequence, perm=None, one_row=None,
+               finish: Callable | None = None) -> None:
     """One block: ``rows`` output rows of outer iteration ``i`` (or the single row ``one_row``
-    of the tile) for one column tier, accumulated in registers, then written."""
+    of the tile) for one column tier, accumulated in registers, then written (``finish``: in
+    place of :func:`_write_block`, with its arguments: a fused consumer's)."""
     from contextlib import ExitStack
 
     T, dtype = f.T, nest.dtype
@@ -231,7 +233,7 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
             _reduce(f, nest, inner, _drop_row_guards(nest, outer, row_level, inner, guards), start, chains, fma,
                     fold)
 
-        _write_block(f, nest, tier, acc, held, out_row, perm, col, check_rows=rows != 1)
+        (finish or _write_block)(f, nest, tier, acc, held, out_row, perm, col, check_rows=rows != 1)
 
 
 def _write_block(f: _Func, nest: SparseNest, tier: _Tier, acc, held: int, out_row: Callable, perm,
