@@ -378,24 +378,6 @@ def test_a_dropped_model_is_freed_without_the_cycle_collector():
         gc.enable()
 
 
-@pytest.mark.parametrize("name", ["mlp", "gcn"])
-def test_the_vm_function_itself_refuses_a_wrong_shape_rank_or_dtype(name):
-    """The hot path leaves shape and dtype to the VM function's own test of its parameters: every
-    mismatch must be refused there (before any kernel reads the array), and ``model(x)`` then names it."""
-    build, opts = CONFIGS[name]
-    model = tc.compile(from_onnx(build()), **opts)
-    x = model.random_inputs(2)[0]
-    bad = {"shape": np.zeros((x.shape[0], x.shape[1] + 1), x.dtype), "rank": x.reshape(-1),
-           "dtype": x.view(np.int32), "itemsize": x.astype(np.float64)}
-    for what, a in bad.items():
-        with pytest.raises(Exception) as raised:
-            model.vm["main"](a)
-        assert not isinstance(raised.value, TvmExtError), what
-        with pytest.raises(InputError, match="input 'x': expected shape") as clear:
-            model(a)
-        assert clear.value.__context__ is None, what  # one error, not chained to the VM's
-
-
 def test_an_error_of_the_vm_function_on_right_inputs_is_raised_as_it_is(mlp):
     """A failure inside the VM function on inputs that match the plan is not blamed on the input."""
     _, model = mlp
