@@ -330,8 +330,8 @@ def _report(run: BenchRun, copy_bw: float, overhead: dict[str, float]) -> None:
               f"(a run on a loaded machine reads contention, not cost)")
     print(f"copy bandwidth {copy_bw / 1e9:.1f} GB/s; gbs = (bytes of A + B + C) / time of exe(B)\n")
     cols = ["matrix", "N", "nnz", "format", "ours_ms", "ours_out_ms", "kernel_ms"] + \
-        [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_med", "x_mkl_ie", "x_mkl_ie_med", "kx_mkl", "kx_mkl_ie", "gbs", "inspect_runs",
-                                      "inspect_build_runs", "inspect_mnnz_s"] + \
+        [f"{p}_ms" for p in PEERS] + ["x_mkl", "x_mkl_med", "x_mkl_ie", "x_mkl_ie_med", "kx_mkl", "kx_mkl_ie",
+                                      "gbs", "inspect_runs", "inspect_build_runs", "inspect_mnnz_s"] + \
         [f"warm_{k}_runs" for k in WARM_PHASES]
     keep = BenchRun("sparse_numpy_call", out_dir=None)
     keep.rows = rows
