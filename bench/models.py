@@ -11,7 +11,9 @@ arrays (64-byte-aligned inputs, so ``model(x)`` takes no copy), in one run:
   paired call by call (:func:`call_overhead_us`, the median of the per-pair
   differences), and ``dlpack_us``, the part of it that is the DLPack exchange
   alone (:func:`dlpack_exchange_us`: the VM function on the numpy arrays, outputs
-  through ``np.from_dlpack``); and ``ours_unaligned_ms``, the call on
+  through ``np.from_dlpack``), and ``overhead_cpu_us``, the overhead in the calling thread's CPU
+  time (what a preemption by another process adds is left out; :mod:`bench.call_overhead` breaks
+  the overhead down step by step); and ``ours_unaligned_ms``, the call on
   inputs 16 bytes off a 64-byte boundary (where numpy often allocates), which
   ``model(x)`` reads in place (its kernels declare element-aligned parameters);
 * **ort**: ONNX Runtime, CPU execution provider, ``intra_op_num_threads`` =
@@ -57,7 +59,7 @@ from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomea
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
-           "ours_te_ms", "overhead_us", "dlpack_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
+           "ours_te_ms", "overhead_us", "overhead_cpu_us", "dlpack_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
 #: Ratio columns: peer time / our time at the call (above 1: we are faster).
 RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
           "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
@@ -181,7 +183,8 @@ def separate_turns(calls: dict[str, Callable[[], Any] | None], timing: dict, *, 
 
 
 def paired_overhead_us(call: Callable[[], Any], reference: Callable[[], Any], *, budget_s: float = 1.0,
-                       min_pairs: int = 40, max_pairs: int = 20000) -> float:
+                       min_pairs: int = 40, max_pairs: int = 20000,
+                       clock: Callable[[], int] = time.perf_counter_ns) -> float:
     """Microseconds ``call()`` takes over ``reference()``, paired call by call.
 
     Each pair runs both once, each call timed on its own.  A burst of other load lasts longer than a
@@ -191,19 +194,20 @@ def paired_overhead_us(call: Callable[[], Any], reference: Callable[[], Any], *,
     loop's own work) enters one order with a plus sign and the other with a minus sign, and cancels.
     (Differences of two loops' best times read noise of about 2% of the model's time: +-70 us on a
     3.6 ms model.)  ``budget_s``: seconds of pairs to run (at least ``min_pairs``, at most ``max_pairs``).
+    ``clock``: nanoseconds, wall time by default; ``time.thread_time_ns`` counts only what the calling
+    thread ran, so a preemption by another process on a loaded machine does not enter a call's time.
 
     >>> nap = lambda: time.sleep(2e-4)  # a call that costs a sleep more than the reference
     >>> 150 < paired_overhead_us(nap, lambda: None, budget_s=0.02, min_pairs=20) < 5000
     True
     """
-    clock = time.perf_counter_ns
     for _ in range(2):  # warm: pooled buffers mapped, caches and branch predictors primed
         call()
         reference()
-    t0 = clock()
+    t0 = time.perf_counter_ns()
     call()
     reference()
-    pairs = int(min(max_pairs, max(min_pairs, budget_s * 1e9 / max(clock() - t0, 1))))
+    pairs = int(min(max_pairs, max(min_pairs, budget_s * 1e9 / max(time.perf_counter_ns() - t0, 1))))
     diffs: tuple[list[int], list[int]] = ([], [])  # call - reference, call first / reference first
     for i in range(pairs):
         if i & 1:
@@ -224,7 +228,7 @@ def paired_overhead_us(call: Callable[[], Any], reference: Callable[[], Any], *,
 
 
 def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 1.0, min_pairs: int = 40,
-                     max_pairs: int = 20000) -> float:
+                     max_pairs: int = 20000, clock: Callable[[], int] = time.perf_counter_ns) -> float:
     """Microseconds ``model(*xs)`` takes over its VM function called on prepared TVM tensors.
 
     Both calls run the same kernels on the same memory (the prepared tensors view ``xs``), and both
@@ -233,9 +237,10 @@ def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 
     FFI's DLPack view of each numpy input, ``np.from_dlpack`` of each output and its release
     (:func:`dlpack_exchange_us` measures those two alone).  On a model of milliseconds that path runs
     from caches and TLBs the kernels just swept, which is why it costs 15-25 us there against
-    ~3 us on a 24 us model: with the caches swept by a 64 MB copy before each call, the same layer
-    costs ~40 us over the VM on a tiny model, ~20 of them the DLPack exchange.  Paired as
-    :func:`paired_overhead_us`.
+    ~1-3 us on a 24 us model (about 1 us of it warm work): :mod:`bench.call_overhead` measures
+    each step with the caches swept by a 32 MB copy before each call, where the layer costs about
+    20 us over the VM on a tiny model, about half of it the DLPack exchange.  Paired as
+    :func:`paired_overhead_us` (``clock``: its clock).
 
     >>> class M:  # a model whose call costs a sleep more than its VM function
     ...     vm = {"main": lambda: None}
@@ -246,7 +251,7 @@ def call_overhead_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 
     """
     vm_main, tensors = model.vm["main"], model._tensors(xs)
     return paired_overhead_us(lambda: model(*xs), lambda: vm_main(*tensors), budget_s=budget_s,
-                              min_pairs=min_pairs, max_pairs=max_pairs)
+                              min_pairs=min_pairs, max_pairs=max_pairs, clock=clock)
 
 
 def dlpack_exchange_us(model: Any, xs: Sequence[np.ndarray], *, budget_s: float = 1.0, min_pairs: int = 40,
@@ -336,6 +341,7 @@ def bench_case(case: Case, args: Any) -> dict[str, Any]:
     settle()  # ONNX Runtime's workers park first: they spin on the two cores the VM's threads need
     row["ours_te_ms"] = _ms(model.time(*xs, repeat=args.repeat, min_repeat_ms=int(1e3 * args.min_repeat_s)))
     row["overhead_us"] = call_overhead_us(model, xs)
+    row["overhead_cpu_us"] = call_overhead_us(model, xs, clock=time.thread_time_ns)
     row["dlpack_us"] = dlpack_exchange_us(model, xs)
     row["aligned_copies"] = model._call.aligned_copies
     misaligned = [_off_by_16(a) for a in xs]  # where numpy's own allocator often puts an array
@@ -426,8 +432,10 @@ def main(argv: Sequence[str] | None = None) -> None:
             print(f"geomean {label}: {geomean(vals):.2f}x over {len(vals)} models")
     overheads = [r["overhead_us"] for r in run.rows]
     exchange = [r["dlpack_us"] for r in run.rows]
+    cpu = [r["overhead_cpu_us"] for r in run.rows]
     print(f"call overhead (model(x) - VM alone): median {float(np.median(overheads)):.1f} us, "
-          f"max {max(overheads):.1f} us (the DLPack exchange alone: median {float(np.median(exchange)):.1f} us); "
+          f"max {max(overheads):.1f} us (in thread CPU time: median {float(np.median(cpu)):.1f} us; "
+          f"the DLPack exchange alone: median {float(np.median(exchange)):.1f} us); "
           f"inputs copied for alignment: {sum(r['aligned_copies'] for r in run.rows)}")
     print(f"worst max relative error: {max(r['max_rel_err'] for r in run.rows):.1e}")
     if run.out_path:

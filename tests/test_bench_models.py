@@ -27,6 +27,6 @@ def test_models_bench_quick_writes_rows_with_peers_and_overhead(tmp_path, monkey
     assert r["ours_ms"] > 0 and r["ours_vm_ms"] > 0 and r["ours_te_ms"] > 0 and r["ort_ms"] > 0 and r["torch_ms"] > 0
     # model(x) over the VM called on prepared tensors: a few us here; the bound leaves room for a loaded machine
     assert abs(r["overhead_us"]) < 1e3
-    assert isinstance(r["dlpack_us"], float)  # the DLPack exchange alone, measured the same way
+    assert isinstance(r["dlpack_us"], float) and isinstance(r["overhead_cpu_us"], float)  # the DLPack exchange alone, measured the same way
     assert r["aligned_copies"] == 0 and r["ours_unaligned_ms"] > 0  # aligned inputs: no copy at the call
     assert "ours/ORT" in out and "call overhead" in out and "MetaSchedule baseline: not run" in out
