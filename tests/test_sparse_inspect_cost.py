@@ -183,3 +183,41 @@ def test_a_thread_cap_splits_fewer_ranges_and_builds_the_same_formats():
         np.testing.assert_array_equal(getattr(capped_bcsr, name), getattr(want, name))
     np.testing.assert_array_equal(capped_ell.col, to_ell(A).col)
     np.testing.assert_array_equal(capped_ell.data, to_ell(A).data)
+
+
+def test_on_threads_runs_every_call_once_and_waits_for_no_worker_that_never_started(monkeypatch):
+    from concurrent.futures import Future
+
+    import schedules.sparse.host_threads as threads
+
+    done: list[int] = []
+    threads.on_threads([lambda i=i: done.append(i) for i in range(11)])  # more calls than threads
+    assert sorted(done) == list(range(11))
+
+    class NoWorkers:  # a pool whose workers never get a core: this thread claims every call
+        def submit(self, fn):
+            return Future()
+
+    monkeypatch.setattr(threads, "_pool", lambda workers: NoWorkers())
+    monkeypatch.setattr(threads, "host_threads", lambda: 2)
+    done.clear()
+    threads.on_threads([lambda i=i: done.append(i) for i in range(5)])
+    assert done == [0, 1, 2, 3, 4]
+
+
+@needs_cc
+def test_formats_built_from_claimed_parts_equal_the_one_range_builds(monkeypatch):
+    import schedules.sparse.host_threads as threads
+    from schedules.sparse.host_threads import inspector_threads
+
+    A = canonical_csr(block_fem(900, 3, 3, seed=2), dtype="float32")  # 2700 rows, ragged for R=4
+    with inspector_threads(1):
+        want_bcsr, want_ell = _bcsr_scipy(A, 4, 3), to_ell(A)
+    monkeypatch.setattr(threads, "BCSR_THREADED_NNZ", 0)
+    monkeypatch.setattr(threads, "host_threads", lambda: 3)
+    assert len(threads.row_ranges(A, 4, parts_per_thread=4)) == 12
+    got_bcsr, got_ell = to_bcsr(A, 4, 3), to_ell(A)
+    for name in ("indptr", "bcol", "data"):
+        np.testing.assert_array_equal(getattr(got_bcsr, name), getattr(want_bcsr, name))
+    np.testing.assert_array_equal(got_ell.col, want_ell.col)
+    np.testing.assert_array_equal(got_ell.data, want_ell.data)

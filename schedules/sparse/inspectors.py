@@ -42,7 +42,7 @@ from typing import Any, Callable
 import numpy as np
 import scipy.sparse as sp
 
-from schedules.sparse.host_threads import on_threads, row_ranges
+from schedules.sparse.host_threads import CLAIMED_PARTS_PER_THREAD, on_threads, row_ranges
 from schedules.sparse.formats import BCSR, COO, CSB, CSR, DIA, ELL, HYB, SELL, SparseFormat
 from schedules.sparse.transforms import (
     Recipe, Step, compact, compact_and_pad, csr_space, known, make_dense, normalize, permute, reorder,
@@ -301,7 +301,7 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
     m, k = csr.shape
     n_br = -(-m // R)
     indptr, indices, values = csr.indptr, csr.indices, csr.data
-    ranges = row_ranges(csr, R)
+    ranges = row_ranges(csr, R, CLAIMED_PARTS_PER_THREAD)
     counts = np.empty(n_br, dtype=np.int64)
     pattern = np.empty(n_br, dtype=np.uint8)  # whether a block row's rows share one pattern
     status = np.zeros(len(ranges), dtype=np.int64)
@@ -380,7 +380,7 @@ def _ell_fill(lib, csr: sp.csr_array, width: int) -> tuple[np.ndarray, np.ndarra
     indptr, indices, values = csr.indptr, csr.indices, csr.data
     on_threads([lambda a=a, b=b: fill(width, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data, a, b,
                                        col.ctypes.data, data.ctypes.data)
-                for a, b in row_ranges(csr)])
+                for a, b in row_ranges(csr, 1, CLAIMED_PARTS_PER_THREAD)])
     return col, data
 
 
