@@ -19,7 +19,8 @@ VM function, so nothing but the step is timed:
 **cold** (the real VM function of one small model; each call right after a copy of
 ``--sweep-mb`` MB evicted the caches and TLBs, as a big model's kernels do before its outputs come
 back; pairs in alternating order, the median difference, in wall time and in the thread's CPU
-time, which a preemption by another process does not enter), each over ``vm(xt)``:
+time, which a preemption by another process does not enter; ``--rounds`` rounds over all steps,
+the median of the rounds kept), each over ``vm(xt)``:
 
 * ``vm``: the VM function on prepared tensors (absolute, not a difference);
 * ``ffi_input``: ``vm(x)``; ``output``: ``np.from_dlpack(vm(xt))``; ``exchange``: both
@@ -31,7 +32,7 @@ time, which a preemption by another process does not enter), each over ``vm(xt)`
 ``--threads 1`` keeps the VM on the calling thread: on a loaded machine a worker woken after
 the sweep waits for a core, which is noise here, not overhead.
 
-Run: ``python -m bench.call_overhead --threads 1 [--quick] [--calls 100000] [--pairs 400] [--sweep-mb 32]``.
+Run: ``python -m bench.call_overhead --threads 1 [--quick] [--calls 100000] [--pairs 400] [--rounds 4] [--sweep-mb 32]``.
 """
 from __future__ import annotations
 
@@ -152,6 +153,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = bench_args(__doc__.splitlines()[0], argv,
                       calls={"type": int, "default": 100_000, "help": "calls per warm loop (default 1e5)"},
                       pairs={"type": int, "default": 400, "help": "cold pairs per step (default 400)"},
+                      rounds={"type": int, "default": 4,
+                              "help": "cold rounds, each over every step (the median of the rounds is kept)"},
                       sweep_mb={"type": float, "default": 32.0, "help": "MB copied before each cold call"})
     import tvm_ext
     from tvm_ext.models.frontends import from_onnx
@@ -160,14 +163,15 @@ def main(argv: Sequence[str] | None = None) -> None:
 
     if args.quick:
         args.calls, args.pairs, args.sweep_mb = min(args.calls, 2000), min(args.pairs, 30), min(args.sweep_mb, 4.0)
+        args.rounds = min(args.rounds, 2)
     sizes = [24, 16, 16, 4] if args.quick else [784, 512, 512, 10]
     name = f"mlp-{'-'.join(map(str, sizes))}"
     model = tvm_ext.compile(from_onnx(mlp_onnx(sizes, 1)))
     x = aligned_copy(np.random.default_rng(1).standard_normal((1, sizes[0])).astype("float32"))
     run = BenchRun("call_overhead", out_dir=args.out)
     print(run.header())
-    print(f"{name} batch 1; warm: best of 5 loops of {args.calls} calls; cold: median of {args.pairs} pairs, "
-          f"each call after a {args.sweep_mb:g} MB copy")
+    print(f"{name} batch 1; warm: best of 5 loops of {args.calls} calls; cold: median of {args.rounds} rounds' "
+          f"medians of {max(2, args.pairs // args.rounds)} pairs, each call after a {args.sweep_mb:g} MB copy")
     warm_rows, cold_rows = [], []
     for step, what, call, reference in warm_steps(x):
         call(), reference()
@@ -178,14 +182,24 @@ def main(argv: Sequence[str] | None = None) -> None:
         warm_rows.append(row)
         print(f"  warm {step:20s} {row['us']:8.3f} us", flush=True)
     sweep = CacheSweep(args.sweep_mb)
-    for step, what, call, reference in cold_steps(model, [x]):
+    cold = cold_steps(model, [x])
+    for _, _, call, reference in cold:
         call(), reference()
-        wall, cpu = cold_us(call, reference, sweep, pairs=args.pairs)
+    per_round = max(2, args.pairs // args.rounds)
+    samples: dict[str, list[tuple[float, float]]] = {step: [] for step, _, _, _ in cold}
+    for _ in range(args.rounds):  # every step in every round: a drift of the machine's load falls on all
+        for step, _, call, reference in cold:
+            samples[step].append(cold_us(call, reference, sweep, pairs=per_round))
+    for step, what, _, _ in cold:
+        wall = statistics.median(w for w, _ in samples[step])
+        cpu = statistics.median(c for _, c in samples[step])
         row = {"table": "cold", "step": step, "what": what, "model": name, "us": wall, "cpu_us": cpu,
-               "pairs": args.pairs, "sweep_mb": args.sweep_mb}
+               "rounds_us": [w for w, _ in samples[step]], "pairs": per_round * args.rounds,
+               "sweep_mb": args.sweep_mb}
         run.add(row)
         cold_rows.append(row)
-        print(f"  cold {step:20s} {wall:8.2f} us (CPU {cpu:8.2f} us)", flush=True)
+        spread = ", ".join(f"{w:.1f}" for w, _ in samples[step])
+        print(f"  cold {step:20s} {wall:8.2f} us (CPU {cpu:8.2f} us; rounds {spread})", flush=True)
     print()
     print(run.markdown(["step", "what", "us"], rows=warm_rows))
     print()
