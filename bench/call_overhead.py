@@ -32,7 +32,8 @@ the median of the rounds kept), each over ``vm(xt)``:
 ``--threads 1`` keeps the VM on the calling thread: on a loaded machine a worker woken after
 the sweep waits for a core, which is noise here, not overhead.
 
-Run: ``python -m bench.call_overhead --threads 1 [--quick] [--calls 100000] [--pairs 400] [--rounds 4] [--sweep-mb 32]``.
+Run: ``python -m bench.call_overhead --threads 1 [--quick] [--calls 100000] [--pairs 400] [--rounds 4]
+[--sweep-mb 32]``.
 """
 from __future__ import annotations
 

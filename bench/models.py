@@ -59,7 +59,8 @@ from bench.harness import BenchRun, bench_args, collect_rows, suite_argv, geomea
 
 #: Columns of the printed table, in order.
 COLUMNS = ["model", "ort_ms", "openvino_ms", "ms_ms", "torch_compile_ms", "torch_ms", "ours_ms", "ours_vm_ms",
-           "ours_te_ms", "overhead_us", "overhead_cpu_us", "dlpack_us", "ours_unaligned_ms", "llvm_only_ms", "max_rel_err"]
+           "ours_te_ms", "overhead_us", "overhead_cpu_us", "dlpack_us", "ours_unaligned_ms", "llvm_only_ms",
+           "max_rel_err"]
 #: Ratio columns: peer time / our time at the call (above 1: we are faster).
 RATIOS = {"ours/ORT": ("ort_ms", "ours_ms"), "ours/OpenVINO": ("openvino_ms", "ours_ms"),
           "ours/MS-tuned": ("ms_ms", "ours_ms"), "ours/torch.compile": ("torch_compile_ms", "ours_ms"),
