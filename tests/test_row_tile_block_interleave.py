@@ -1,6 +1,8 @@
-"""The row-tile lowering's block interleave (``row_tile.block_sets``): the generated BCSR SpMM
-runs consecutive blocks of a block row on independent partial-sum sets, a remainder block on
-set 0; equal to scipy on block rows with odd and zero block counts and edge blocks past M and K."""
+"""The row-tile lowering's block rules: the generated BCSR SpMM runs consecutive blocks of a block
+row on independent partial-sum sets, a remainder block on set 0 (``row_tile.block_sets``), and
+holds one ``B`` vector at a time when the tile has more vectors than the block rows
+(``row_tile.vectors_outside_rows``); equal to scipy on block rows with odd and zero block counts
+and edge blocks past M and K."""
 from __future__ import annotations
 
 import numpy as np
@@ -12,7 +14,7 @@ from hypothesis import strategies as st
 from schedules.sparse.executors.spec import ExecParams
 from schedules.sparse.recipes import build_recipe_executor
 from schedules.sparse.recipes.library import bcsr_recipe
-from schedules.sparse.recipes.row_tile import block_sets
+from schedules.sparse.recipes.row_tile import block_sets, vectors_outside_rows
 
 
 def _loops(stmt) -> list:
@@ -62,11 +64,11 @@ def _block_matrices(draw):
 
 
 @settings(max_examples=12, deadline=None)
-@given(case=_block_matrices(), n=st.sampled_from([3, 8, 13, 16, 24]), parallel=st.booleans(),
-       beta=st.sampled_from([0.0, 0.5]))
-def test_interleaved_blocks_equal_scipy(case, n, parallel, beta):
+@given(case=_block_matrices(), n=st.sampled_from([3, 8, 13, 16, 24, 70]), parallel=st.booleans(),
+       unroll=st.sampled_from([1, 4]), beta=st.sampled_from([0.0, 0.5]))
+def test_interleaved_blocks_equal_scipy(case, n, parallel, unroll, beta):
     R, C, A, rng = case
-    exe = build_recipe_executor(bcsr_recipe(R, C), A, n, params=ExecParams(unroll=1, parallel=parallel))
+    exe = build_recipe_executor(bcsr_recipe(R, C), A, n, params=ExecParams(unroll=unroll, parallel=parallel))
     B = rng.random((A.shape[1], n)).astype(np.float32)
     C_in = rng.random((A.shape[0], n)).astype(np.float32)
     got = exe(B, C_in, alpha=1.5, beta=beta)
@@ -92,3 +94,18 @@ def test_spmv_keeps_per_slot_sums_and_constant_loops_no_rounds():
     assert block_sets("spmv", head, 4) == 1
     assert block_sets("spmm", nest.levels[2:3], 2) == 1   # a constant loop: unrolled, no rounds
     assert _interleaved_rounds(bcsr_recipe(2, 2).executor(kind="spmv")) == []
+
+
+def test_tile_vectors_loop_between_the_b_row_and_the_block_rows():
+    """BCSR 3x3 with 8 vectors per tile: ``k`` (B's row) > ``u`` (the vector) > ``i`` (the
+    block row) in the full tile; with one vector per tile the block rows stay inside ``k``."""
+    from tvm import tirx
+
+    def nested(func):
+        return {(lp.loop_var.name, lp.body.loop_var.name) for lp in _loops(func.body)
+                if isinstance(lp.body, tirx.For)}
+    wide = nested(bcsr_recipe(3, 3).executor(kind="spmm", params=ExecParams(unroll=8)))
+    assert {("k", "u"), ("u", "i")} <= wide
+    narrow = nested(bcsr_recipe(3, 3).executor(kind="spmm", params=ExecParams(unroll=1)))
+    assert ("k", "i") in narrow and ("k", "u") not in narrow
+    assert vectors_outside_rows(8, 3) and not vectors_outside_rows(2, 2) and not vectors_outside_rows(8, 1)

@@ -26,7 +26,7 @@ from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, loads, s
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["row_tile_primfunc", "emit_row_tile", "row_tile_part", "emit_claimed_parts", "block_rows",
-           "short_trip_rounds", "SHORT_TRIP_ROUNDS", "block_sets"]
+           "short_trip_rounds", "SHORT_TRIP_ROUNDS", "block_sets", "vectors_outside_rows"]
 
 def row_tile_part(nest: SparseNest, kernel) -> str | None:
     """The part array :func:`emit_row_tile` takes: ``"rows:R"`` (outer-loop boundaries) when
@@ -207,11 +207,18 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
         with f.loop("unroll", 0, chains * held, "r") as r:
             _lanes(f, tier, lambda lane: f.store(acc, _const(0, dtype), [r, lane]))
 
-        def fma(vmap, chain):
+        def fma(vmap, chain, u=None):
+            # u: only the tile's vector u (the block loop holds the vectors outside its rows)
             val, b_row = subst(nest.value, vmap), subst(nest.col, vmap)
             a = chain * held + (vmap[row_level.var] if row_level is not None and vr is None else 0)
-            _lanes(f, tier, lambda lane: f.store(
-                acc, acc[a, lane] + val * f.c(f.B, b_row, col(lane)), [a, lane]))
+
+            def one(lane):
+                f.store(acc, acc[a, lane] + val * f.c(f.B, b_row, col(lane)), [a, lane])
+            if u is None:
+                _lanes(f, tier, one)
+            else:
+                _lanes(f, _Tier(tier.suffix, tier.count, tier.base, 1, tier.lanes, tier.mask, tier.cond),
+                       lambda lane: one(u * tier.lanes + lane))
 
         start = {outer.var: vi} if vr is None else {outer.var: vi, row_level.var: vr}
         if kept is not None:        # SELL SpMV: the tile's rows are the innermost loop, one vector
@@ -231,7 +238,7 @@ def _row_block(f: _Func, nest: SparseNest, tier: _Tier, chains: int, i, outer: L
                                 f.store(acc, _const(0, dtype), [(k + 1) * held + r, lane])
                         _lanes(f, tier, one)
             _reduce(f, nest, inner, _drop_row_guards(nest, outer, row_level, inner, guards), start, chains, fma,
-                    fold)
+                    fold, vectors=tier.unroll)
 
         (finish or _write_block)(f, nest, tier, acc, held, out_row, perm, col, check_rows=rows != 1)
 
@@ -284,8 +291,9 @@ def _rows_as_vector(nest: SparseNest, outer: Level, row_level, inner: Sequence[L
 
 
 def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequence, vmap: dict,
-            chains: int, fma: Callable, fold: Callable[[int, bool], None]) -> None:
-    """The reduction loops; the innermost one's iterations go round-robin to ``chains`` sets.
+            chains: int, fma: Callable, fold: Callable[[int, bool], None], vectors: int = 1) -> None:
+    """The reduction loops; the innermost one's iterations go round-robin to ``chains`` sets
+    (``vectors``: the column tile's vectors, ``fma(vmap, chain, u)`` updating vector ``u`` only).
 
     ``fold(used, reset)`` adds partial sums ``1..used-1`` into 0 (``reset``: and zeroes them);
     it is emitted only where partial sums were used: a short trip that runs as one chain pays
@@ -295,7 +303,8 @@ def _reduce(f: _Func, nest: SparseNest, levels: Sequence[Level], guards: Sequenc
         return
     block = _constant_tail(levels)
     if block:
-        _reduce_block(f, nest, levels[:len(levels) - len(block)], block, guards, vmap, chains, fma, fold)
+        _reduce_block(f, nest, levels[:len(levels) - len(block)], block, guards, vmap, chains, fma, fold,
+                      vectors)
         return
     slots: list = []            # partial sums a per-slot constant loop used (folded at the end)
     outer, last = levels[:-1], levels[-1]
@@ -392,7 +401,7 @@ def _constant_tail(levels: Sequence[Level]) -> list:
 
 def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequence[Level],
                   guards: Sequence, vmap: dict, chains: int, fma: Callable,
-                  fold: Callable[[int, bool], None]) -> None:
+                  fold: Callable[[int, bool], None], vectors: int = 1) -> None:
     """The reduction loops ending in a constant block of loops (BCSR's R x C slots), unrolled.
 
     * Loop order: the block loops that ``B``'s row depends on run outside the others (the
@@ -406,6 +415,9 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
       test per round, the hand-written BCSR kernel's two blocks per iteration); else, when the
       innermost ``B``-dependent block loop has at most ``chains`` iterations, each gets its own
       (no multiply-add waits on the block's previous column).
+    * Registers (:func:`vectors_outside_rows`): with more tile vectors than block rows, each
+      vector's loop runs outside the rows, so one ``B`` vector and the rows' ``A`` values are
+      live next to the accumulators instead of the whole ``B`` row segment.
     """
     block_vars = [lv.var for lv in block]
     ordered = sorted(block, key=lambda lv: not any(v.same_as(lv.var) for v in free_vars(nest.col)))
@@ -419,10 +431,10 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
     head_guards = [g for g in guards if g not in in_block]
     hoisted = _hoist_block_guards(block, in_block)
 
+
     def emit(vm, gs, chain):
-        _emit_levels(f, ordered, gs, dict(vm),
-                     lambda vm2: fma(vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else chain),
-                     unroll=True)
+        _block_loops(f, nest, ordered, reads_b, vectors, vm, gs, lambda vm2, u=None: fma(
+            vm2, vm2[slot.var] - subst(slot.lo, {}) if slot is not None else chain, u))
 
     def body(vm, chain):
         if hoisted is None:
@@ -435,14 +447,7 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
                 emit(vm, in_block, chain)
 
     def over_head(per_block):
-        if sets == 1:
-            _emit_levels(f, head, head_guards, dict(vmap), lambda vm: per_block(vm, 0), unroll=True)
-            return
-        last = head[-1]
-        outer_guards = [g for g in head_guards if not any(v.same_as(last.var) for v in free_vars(g))]
-        last_guards = [g for g in head_guards if g not in outer_guards]
-        _emit_levels(f, head[:-1], outer_guards, dict(vmap),
-                     lambda vm: _interleave(f, last, last_guards, vm, sets, per_block), unroll=True)
+        _head_loops(f, head, head_guards, vmap, sets, per_block)
 
     whole = _at_largest_index(nest, hoisted[0]) if hoisted is not None else None
     if whole is None:
@@ -459,6 +464,57 @@ def _reduce_block(f: _Func, nest: SparseNest, head: Sequence[Level], block: Sequ
         fold(int(subst(slot.hi - slot.lo, {}).value), False)
     if sets > 1:
         fold(sets, False)
+
+
+def _block_loops(f: _Func, nest: SparseNest, ordered: Sequence[Level], reads_b: Sequence[Level],
+                 vectors: int, vm: dict, guards: Sequence, at: Callable) -> None:
+    """One block's unrolled loops (``ordered``: the ``B``-row loops ``reads_b`` first), each
+    iteration ``at(vmap)`` over the tile's vectors, or, where :func:`vectors_outside_rows`,
+    the ``B``-row loops, then a loop over the tile's vectors ``u``, then the rows, each
+    iteration ``at(vmap, u)``."""
+    row_loops = [lv for lv in ordered if lv not in reads_b]
+    if not reads_b or not vectors_outside_rows(vectors, _extent(row_loops)):
+        _emit_levels(f, ordered, guards, dict(vm), at, unroll=True)
+        return
+    bound = set(vm) | {lv.var for lv in reads_b} | set(nest.sizes.values())
+    first = [g for g in guards if all(v in bound for v in free_vars(g))]
+
+    def vectors_then_rows(vm2):
+        with f.loop("unroll", 0, vectors, "u") as u:
+            _emit_levels(f, row_loops, [g for g in guards if g not in first], dict(vm2),
+                         lambda vm3: at(vm3, u), unroll=True)
+    _emit_levels(f, reads_b, first, dict(vm), vectors_then_rows, unroll=True)
+
+
+def _head_loops(f: _Func, head: Sequence[Level], guards: Sequence, vmap: dict, sets: int,
+                per_block: Callable[[dict, object], None]) -> None:
+    """The loops outside a constant block, ``per_block(vmap, set)`` inside; with ``sets > 1``
+    the innermost one runs in rounds of ``sets`` blocks (:func:`_interleave`)."""
+    if sets == 1:
+        _emit_levels(f, head, guards, dict(vmap), lambda vm: per_block(vm, 0), unroll=True)
+        return
+    last = head[-1]
+    outer_guards = [g for g in guards if not any(v.same_as(last.var) for v in free_vars(g))]
+    last_guards = [g for g in guards if g not in outer_guards]
+    _emit_levels(f, head[:-1], outer_guards, dict(vmap),
+                 lambda vm: _interleave(f, last, last_guards, vm, sets, per_block), unroll=True)
+
+
+def vectors_outside_rows(vectors: int, rows: int) -> bool:
+    """Whether a block's column-tile vectors loop outside its accumulator rows: then one ``B``
+    vector and the ``rows`` broadcast ``A`` values are live beside the ``rows * vectors``
+    accumulators, else every ``B`` vector of the tile (each reused by every row) and one ``A``
+    value; the fewer live registers win.  BCSR 3x3 at N = 128 on AVX-512 holds 24 accumulators:
+    8 ``B`` vectors more spill, 3 ``A`` values do not."""
+    return rows > 1 and vectors > rows
+
+
+def _extent(levels: Sequence[Level]) -> int:
+    """Iterations of constant loops ``levels`` together."""
+    out = 1
+    for lv in levels:
+        out *= int(subst(lv.hi - lv.lo, {}).value)
+    return out
 
 
 def block_sets(kind: str, head: Sequence[Level], chains: int) -> int:
