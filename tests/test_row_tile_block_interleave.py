@@ -109,3 +109,13 @@ def test_tile_vectors_loop_between_the_b_row_and_the_block_rows():
     narrow = nested(bcsr_recipe(3, 3).executor(kind="spmm", params=ExecParams(unroll=1)))
     assert ("k", "i") in narrow and ("k", "u") not in narrow
     assert vectors_outside_rows(8, 3) and not vectors_outside_rows(2, 2) and not vectors_outside_rows(8, 1)
+
+
+@pytest.mark.parametrize("mcpu, registers", [("haswell", 12), ("skylake-avx512", 24)])
+def test_accumulator_tile_fits_the_targets_register_file(mcpu, registers):
+    """BCSR 3x3's vectors per tile come from the target's registers: 4 on AVX2, 8 on AVX-512."""
+    from schedules.sparse.executors.spec import ExecParams
+
+    params = ExecParams().resolve("float32", 1024, {"kind": "llvm", "mcpu": mcpu}, acc_rows=3)
+    assert params.unroll * 3 <= registers
+    assert params.unroll == min(8, registers // 3)

@@ -97,23 +97,37 @@ def native_lanes(dtype: str, target=None) -> int:
 
 
 def _vector_bytes(target) -> int:
+    return target_facts(target).vector_bytes
+
+
+def accumulator_registers(target=None) -> int:
+    """Vector registers an executor's accumulator tile may take on the target (24 of AVX-512's 32, 12 of AVX2's 16).
+
+    >>> accumulator_registers({"kind": "llvm", "mcpu": "haswell"})
+    12
+    """
+    return target_facts(target).accumulator_registers
+
+
+def target_facts(target=None):
+    """The :class:`tvm_ext.target.HardwareFacts` of an llvm ``target`` (None: the host's, cached)."""
     if target is None:  # the host's: asked on every executor build, and a Target costs ~50 us to make
-        return _host_vector_bytes()
-    return _target_vector_bytes(target)
+        return _host_facts()
+    return _llvm_facts(target)
 
 
 @functools.lru_cache(maxsize=1)
-def _host_vector_bytes() -> int:
-    return _target_vector_bytes(None)
+def _host_facts():
+    return _llvm_facts(None)
 
 
-def _target_vector_bytes(target) -> int:
+def _llvm_facts(target):
     from tvm_ext.target import hardware_facts, resolve_target
 
     tgt = resolve_target(target)
     if tgt.kind.name != "llvm":
         raise ConfigError(f"target {tgt.kind.name!r}: the sparse executors are built for llvm (CPU)")
-    return hardware_facts(tgt).vector_bytes
+    return hardware_facts(tgt)
 
 
 @contextmanager

@@ -29,13 +29,10 @@ import numpy as np
 
 from tvm_ext.errors import ConfigError
 
-__all__ = ["ExecParams", "FormatKernels", "KINDS", "MAX_ACCUMULATORS", "SERIAL_WORK", "SPMV_PARTIAL_SUMS"]
+__all__ = ["ExecParams", "FormatKernels", "KINDS", "SERIAL_WORK", "SPMV_PARTIAL_SUMS"]
 
 #: Executor kinds: sparse times dense matrix, sparse times vector.
 KINDS = ("spmm", "spmv")
-
-#: Vector registers an accumulator tile may use (AVX-512 has 32).
-MAX_ACCUMULATORS = 24
 
 #: Below this many multiply-adds (stored entries x N) the default is a serial
 #: kernel: a parallel launch costs a few microseconds of thread wake-up.
@@ -70,15 +67,16 @@ class ExecParams:
         """A copy with concrete ``lanes``/``unroll``/``parallel`` for ``dtype`` on ``target``.
 
         ``acc_rows`` accumulator rows per tile (BCSR's R) bound ``unroll`` so
-        the tile stays within :data:`MAX_ACCUMULATORS` vector registers;
+        the tile stays within the target's accumulator registers
+        (:func:`~schedules.sparse.executors.codegen.accumulator_registers`);
         ``work`` (stored entries) decides an automatic ``parallel``.
         """
-        from schedules.sparse.executors.codegen import native_lanes
+        from schedules.sparse.executors.codegen import accumulator_registers, native_lanes
 
         lanes = self.lanes if self.lanes is not None else native_lanes(dtype, target)
         unroll = self.unroll
         if unroll is None:
-            budget = max(1, MAX_ACCUMULATORS // max(1, acc_rows))
+            budget = max(1, accumulator_registers(target) // max(1, acc_rows))
             want = 2 if n_cols is None else -(-int(n_cols) // lanes)
             unroll = int(max(1, min(want, budget, 8)))
         parallel = self.parallel
