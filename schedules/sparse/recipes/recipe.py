@@ -44,6 +44,7 @@ _INT32_MAX = np.iinfo(np.int32).max
 #: Lowered executors and transformed nests by recipe key (the lowering is the slow part).
 _LOWERED: dict = {}
 _NESTS: dict = {}
+_ACC_ROWS: dict = {}  # (recipe key, dtype) -> acc_rows
 
 
 @dataclass(frozen=True)
@@ -169,9 +170,13 @@ class Recipe:
         return [(self.nest(dtype, kind), self._primfunc(dtype, kind, params)[1])]
 
     def acc_rows(self, dtype: str) -> int:
-        """Output rows one SpMM block holds in registers (bounds the column tile's vectors)."""
-        nest = self.nest(dtype, "spmm")
-        return row_tile.block_rows(nest) if isinstance(self._lowering(), RowTile) else 1
+        """Output rows one SpMM block holds in registers (bounds the column tile's vectors);
+        derived from the nest once per recipe and dtype (every executor build asks)."""
+        key = (self.key(), check_dtype(dtype))
+        if key not in _ACC_ROWS:
+            nest = self.nest(dtype, "spmm")
+            _ACC_ROWS[key] = row_tile.block_rows(nest) if isinstance(self._lowering(), RowTile) else 1
+        return _ACC_ROWS[key]
 
     def naive_executor(self, dtype: str = "float32", kind: str = "spmm", *, upto: int | None = None):
         """The nest (after ``upto`` steps) lowered as written: no schedule, every guard kept."""
