@@ -22,6 +22,7 @@ from typing import Callable, Sequence
 from schedules.sparse.recipes.lower import (UNROLL_EXTENT, _all, _const, _emit_levels, _Func, _if, _lanes,
                                             _Tier, _tiers, part_buffer, row_position, row_structure,
                                             simplify_guards)
+from schedules.sparse.recipes.interior_split import emit_rows, interior_split
 from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, loads, subst
 from tvm_ext.errors import ScheduleError
 
@@ -66,8 +67,9 @@ def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
     tiers = _tiers(f.N, kernel.lanes, kernel.unroll, spmv)
     perm = row_position(nest)[1]
     by_row = block_rows(nest) == 1 and rows > 1
+    split = interior_split(f, nest, outer, guards) if rows == 1 else None   # edge/interior rows
 
-    def row_body(i):
+    def row_body(i, guards=guards):
         if by_row:      # the tile's row loop is outside every reduction loop: one block per row
             with f.loop("serial", 0, rows, row_level.name) as r:
                 for tier in tiers:
@@ -80,18 +82,16 @@ def emit_row_tile(f: "_Func", nest: SparseNest, kernel, part) -> None:
             _row_block(f, nest, tier, chains, i, outer, rows, row_level, inner, guards, perm)
 
     if part is not None and getattr(kernel, "dynamic", False):
-        emit_claimed_parts(f, part, row_body)
+        emit_claimed_parts(f, part, row_body, lambda a, b, body: emit_rows(f, split, a, b, guards, body))
     elif part is not None:
         NP = part.shape[0]
         with f.loop("parallel", 0, NP - 1, "t") as t:
-            with f.loop("serial", part[t], part[t + 1], "i") as i:
-                row_body(i)
+            emit_rows(f, split, part[t], part[t + 1], guards, row_body)
     else:
-        with f.loop("serial", 0, outer.hi, "i") as i:
-            row_body(i)
+        emit_rows(f, split, 0, outer.hi, guards, row_body)
 
 
-def emit_claimed_parts(f: "_Func", part, body: Callable) -> None:
+def emit_claimed_parts(f: "_Func", part, body: Callable, rows: Callable | None = None) -> None:
     """``body(i)`` for every outer iteration ``i`` of the parts of ``part``, the threads claiming
     parts at run time (OpenMP's dynamic schedule; ``tvmext_atomic_add`` of ``csrc/tvmext_p2p.c``,
     loaded by :func:`~schedules.sparse.executors.codegen.resolve_dynamic`).
@@ -129,8 +129,11 @@ def emit_claimed_parts(f: "_Func", part, body: Callable) -> None:
     with f.loop("parallel", 0, NP - 1, "t") as t:
         claim_next(t)
         with T.While(claim[t] >= 0):
-            with f.loop("serial", part[claim[t]], part[claim[t] + 1], "i") as i:
-                body(i)
+            if rows is not None:        # ``rows(a, b, body)`` runs the part's rows [a, b)
+                rows(part[claim[t]], part[claim[t] + 1], lambda i, gs: body(i, gs))
+            else:
+                with f.loop("serial", part[claim[t]], part[claim[t] + 1], "i") as i:
+                    body(i)
             claim_next(t)
 
 

@@ -11,6 +11,7 @@ reads for DIA), the rest run lane by lane, guarded.
 """
 from __future__ import annotations
 
+from schedules.sparse.recipes.interior_split import InteriorSplit, emit_rows, interior_split
 from schedules.sparse.recipes.lower import (_all, _const, _emit_levels, _Func, _if, is_row_tile,
                                             part_buffer, row_position, simplify_guards)
 from schedules.sparse.recipes.nest import SparseNest, free_vars, subst
@@ -83,14 +84,20 @@ def emit_vector_rows(f: _Func, nest: SparseNest, kernel, part) -> None:
     row_guards = [g for g in guards if any(v.same_as(row_level.var) for v in free_vars(g))]
     other = [g for g in guards if g not in row_guards]
     tiles = tirx.FloorDiv(M + (L - 1), L)
+    rows = interior_split(f, nest, row_level, row_guards)
+    # the tiles whose rows all lie in the interior rows [lo, hi) test no row guard
+    split = None if rows is None else InteriorSplit(
+        tirx.FloorDiv(rows.lo + (L - 1), L),
+        tirx.max(tirx.FloorDiv(rows.lo + (L - 1), L), tirx.FloorDiv(rows.hi, L)), rows.rest)
+
+    def tile(it, gs):
+        _row_tile(f, nest, it, tiles, L, list(gs), other)
     if part is not None:
         NP = part.shape[0]
         with f.loop("parallel", 0, NP - 1, "t") as t:
-            with f.loop("serial", part[t], part[t + 1], "it") as it:
-                _row_tile(f, nest, it, tiles, L, row_guards, other)
+            emit_rows(f, split, part[t], part[t + 1], row_guards, tile)
     else:
-        with f.loop("serial", 0, tiles, "it") as it:
-            _row_tile(f, nest, it, tiles, L, row_guards, other)
+        emit_rows(f, split, 0, tiles, row_guards, tile)
 
 
 def _row_tile(f: _Func, nest: SparseNest, it, tiles, L: int, row_guards, other) -> None:
