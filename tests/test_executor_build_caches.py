@@ -52,3 +52,20 @@ def test_accumulator_rows_per_recipe_and_params_in_the_signature():
     assert e1.signature != e2.signature and e1.params.unroll == 2 != e2.params.unroll
     for exe in (e1, e2, build_executor(f21, 8)):
         assert np.allclose(exe(B), A @ B, rtol=1e-4)
+
+
+def test_balanced_parts_cuts_as_the_searched_total():
+    """The parts' cuts equal a search of the materialized float64 total (prefix + cost per item)."""
+    from schedules.sparse.executors.partition import balanced_parts
+
+    rng = np.random.default_rng(3)
+    for _ in range(300):
+        m = int(rng.integers(1, 3000))
+        lens = rng.integers(0, int(rng.choice([2, 9, 60])), m) * (rng.random(m) < rng.random())
+        prefix = np.cumsum(np.r_[0, lens]).astype(rng.choice([np.int32, np.int64]))
+        n_parts, cost = int(rng.integers(1, 70)), float(rng.choice([0.0, 1.0, 0.25, 3.7]))
+        total = prefix.astype(np.float64) + cost * np.arange(m + 1)
+        cuts = np.searchsorted(total, np.linspace(0.0, total[-1], n_parts + 1), side="left")
+        cuts[0], cuts[-1] = 0, m
+        got = balanced_parts(prefix, n_parts, item_cost=cost)
+        assert got.dtype == np.int32 and got.tolist() == np.unique(cuts).tolist()
