@@ -13,7 +13,7 @@ import numpy as np
 from tvm_ext.compile_steps.block_queries import param_buffers
 
 __all__ = ["measure_candidates", "alternating_best", "param_buffers", "prepacked_compute", "tvm_ffi_hash",
-           "MEASURE_ROUNDS", "MEASURE_RUNS", "MEASURE_DROP_FACTOR"]
+           "MEASURE_ROUNDS", "MEASURE_RUNS", "MEASURE_DROP_FACTOR", "MEASURE_DROP_ROUND", "MEASURE_FAR_FACTOR"]
 
 
 def prepacked_compute(func, target) -> Any:
@@ -70,9 +70,15 @@ def _random_args(func, seed: int = 0) -> list:
 #: Rounds of :func:`measure_candidates`: every candidate runs ``MEASURE_RUNS`` times per round, candidates alternate.
 MEASURE_ROUNDS = 7
 MEASURE_RUNS = 3
-#: A candidate whose best time is this many times the leader's after a round is not run again: load
-#: noise on a shared machine is tens of percent, so it cannot be the one kept.
+#: A candidate whose best time is this many times the leader's after ``MEASURE_DROP_ROUND`` rounds is
+#: not run again: load noise on a shared machine is tens of percent in a best of several rounds, so it
+#: cannot be the one kept.  One round is not enough: a burst of load on a 2-core host can triple a
+#: candidate's only run (a 3x3 convolution's 1.08 ms tile measured 2.9 ms in its first round).
 MEASURE_DROP_FACTOR = 2.5
+MEASURE_DROP_ROUND = 3
+#: A candidate this many times the leader's after any round is not run again (an untensorized default
+#: schedule, 20-200x behind): no burst of load makes up that much.
+MEASURE_FAR_FACTOR = 10.0
 
 
 def measure_candidates(funcs: dict[str, Any], target) -> dict[str, float]:
@@ -104,28 +110,31 @@ def kernel_timer(tag: str, func: Any, target: Any) -> Callable[[], float]:
 
 
 def alternating_best(runs: dict[str, Callable[[], float]], rounds: int = MEASURE_ROUNDS,
-                     drop_factor: float = MEASURE_DROP_FACTOR) -> dict[str, float]:
+                     drop_factor: float = MEASURE_DROP_FACTOR, drop_round: int = MEASURE_DROP_ROUND,
+                     far_factor: float = MEASURE_FAR_FACTOR) -> dict[str, float]:
     """The fastest of each ``runs[tag]()`` (seconds) over ``rounds`` alternating rounds.
 
-    After each round, a candidate slower than ``drop_factor`` times the leader is not run again
-    (its best so far is kept): a far-behind default schedule would otherwise cost most of the
-    compile time.
+    A candidate slower than ``far_factor`` times the leader after any round, or than ``drop_factor``
+    times the leader from round ``drop_round`` on, is not run again (its best so far is kept): a
+    far-behind default schedule would otherwise cost most of the compile time.
 
-    >>> calls = {"fast": 0, "slow": 0}
+    >>> calls = {"fast": 0, "slow": 0, "far": 0}
     >>> def run(tag, t):
     ...     calls[tag] += 1
     ...     return t
-    >>> best = alternating_best({"fast": lambda: run("fast", 1.0), "slow": lambda: run("slow", 5.0)}, rounds=4)
+    >>> best = alternating_best({"fast": lambda: run("fast", 1.0), "slow": lambda: run("slow", 5.0),
+    ...                          "far": lambda: run("far", 50.0)}, rounds=4, drop_round=2)
     >>> best, calls
-    ({'fast': 1.0, 'slow': 5.0}, {'fast': 4, 'slow': 1})
+    ({'fast': 1.0, 'slow': 5.0, 'far': 50.0}, {'fast': 4, 'slow': 2, 'far': 1})
     """
     best = dict.fromkeys(runs, float("inf"))
     live = list(runs)
-    for _ in range(rounds):
+    for done in range(1, rounds + 1):
         for tag in live:
             best[tag] = min(best[tag], runs[tag]())
         leader = min(best[t] for t in live)
-        live = [t for t in live if best[t] <= drop_factor * leader]
+        factor = drop_factor if done >= drop_round else far_factor
+        live = [t for t in live if best[t] <= factor * leader]
     return best
 
 
