@@ -64,7 +64,8 @@ class Emitted:
 def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int] | None = None,
           pack: str = "auto", outer: str = "auto", parallel: bool = True,
           vector_calls: bool = True, call_rows: int = 1,
-          parallel_loops: Callable[[Any, list], Any] | None = None, epilogue: bool = True) -> Emitted:
+          parallel_loops: Callable[[Any, list], Any] | None = None, epilogue: bool = True,
+          pack_at: str = "root") -> Emitted:
     """Tensorize ``block`` of ``sch`` with the instruction of ``mapping``.
 
     ``impl`` picks the implementation of the mapping's ISA (``"micro"``,
@@ -92,11 +93,16 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     the output (bias, batch norm, activation) are computed in the accumulator tile's
     write-back, while the tile is still in registers, instead of in passes over memory
     (:func:`fuse_epilogue`; the fused block names go to :attr:`Emitted.epilogue`).
+    ``pack_at``: ``"root"`` packs each input whole before the loops; ``"panel"`` packs one
+    panel of it inside the (parallel) loop over the vector axis' tiles, which then runs
+    outermost: for an operand computed at run time (an activation) the copy stays in L1 for
+    every row tile that reads it, and no separate pass over the whole input is made.
     """
     if isinstance(block, str):
         block = sch.get_sblock(block)
-    if pack not in ("auto", "always", "never") or outer not in ("auto", "kernel", "panel"):
-        raise ScheduleError(f"apply: pack={pack!r} / outer={outer!r} not understood")
+    if pack not in ("auto", "always", "never") or outer not in ("auto", "kernel", "panel") \
+            or pack_at not in ("root", "panel"):
+        raise ScheduleError(f"apply: pack={pack!r} / outer={outer!r} / pack_at={pack_at!r} not understood")
     binding = as_binding(mapping)
     implementation = get_implementation(binding.isa, impl, binding.instruction)
     steps: list[str] = [f"transform: {t}" for t in binding.transforms]
@@ -109,17 +115,40 @@ def apply(sch, block, mapping: Any, impl: str = "micro", *, tiles: dict[str, int
     binding, spec = _drop_unit_tiles(sch, block, binding, spec, tile, steps)
     spec = spec.with_extents(tile)
     implementation.check(spec)
-    block, spec, packed = pack_inputs(sch, block, spec, tile, pack, steps)
-    if outer == "auto":
+    block, spec, packed = pack_inputs(sch, block, spec, tile, pack, steps, schedule_copies=pack_at == "root")
+    in_panel = pack_at == "panel" and bool(packed)
+    if in_panel:
+        outer, parallel_loops = "panel", _panel_loop
+    elif outer == "auto":
         outer = "panel" if packed else "kernel"
     inner, outer_loops, fused = schedule_loops(sch, block, binding, spec, tile, outer,
                                                 parallel and implementation.parallel,
                                                 implementation.accumulate_local, steps, parallel_loops, epilogue)
+    if in_panel:
+        _pack_in_panel(sch, packed, outer_loops, steps)
     implementation.prepare()
     name = register_intrin(spec, implementation)
     sch.tensorize(inner, name)
     steps.append(f"tensorize -> {name}")
     return Emitted(name, spec, tile, steps, inner, packed, padded, outer_loops, fused)
+
+
+def _panel_loop(sch, loops: list) -> Any:
+    """``parallel_loops`` of a panel-packed kernel: the vector axis' tile loop (outermost), alone."""
+    return loops[0]
+
+
+def _pack_in_panel(sch, packed: list[str], outer_loops: list, steps: list[str]) -> None:
+    """Compute each packing copy (``<input>_global``) under the outermost loop: one panel per iteration."""
+    from .schedule_steps import _vectorize_last
+
+    if not outer_loops:
+        raise ScheduleError("apply: pack_at='panel' needs an outer loop over the vector axis' tiles")
+    for name in packed:
+        copy = sch.get_sblock(f"{name}_global")
+        sch.compute_at(copy, outer_loops[0])
+        _vectorize_last(sch, copy, True)
+        steps.append(f"pack {name} one panel at a time inside the outer loop")
 
 
 def _bind(sch, block, binding: AxisBinding, implementation: Implementation, vector_calls: bool,

@@ -164,14 +164,15 @@ def _nearest_divisor(extent: int, want: int) -> int:
 
 
 def pack_inputs(sch, block, spec: IntrinSpec, tile: dict[str, int], pack: str,
-                steps: list[str]) -> tuple[Any, IntrinSpec, list[str]]:
+                steps: list[str], schedule_copies: bool = True) -> tuple[Any, IntrinSpec, list[str]]:
     """Layout-transform inputs so the vector axis is their unit-stride last dim.
 
     ``pack``: ``"auto"`` packs inputs whose vector axis is not unit-stride, or spans more
     than one tile of a panel read more than once; ``"always"`` every packable input;
     ``"never"`` none.  Each packed input becomes a ``cache_read`` copy in panels
     ``[.., d // NR, <other kept dims>, d % NR]``.  Returns the block, the spec with the
-    packed operands and the names of the packed buffers.
+    packed operands and the names of the packed buffers.  ``schedule_copies=False`` leaves the
+    copies' loops as they are (the caller moves them into its own loops).
 
     The module docstring's example runs it.
     """
@@ -204,7 +205,8 @@ def pack_inputs(sch, block, spec: IntrinSpec, tile: dict[str, int], pack: str,
         cache = sch.cache_read(block, read_idx, "global")
         imap = IndexMap.from_func(_panel_map(rest, kept, dv, nr), ndim=ndim, index_dtype="int32")
         sch.transform_layout(block, ("read", read_idx), imap)
-        schedule_elementwise(sch, cache)
+        if schedule_copies:
+            schedule_elementwise(sch, cache)
         new_ndim = len(rest) + 1 + len(kept)
         new_terms = tuple(op.terms[op.dims.index(d)] for d in kept)
         new_bare = tuple(op.bare[op.dims.index(d)] for d in kept)

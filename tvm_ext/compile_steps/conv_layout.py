@@ -204,6 +204,7 @@ def _fuse_residual_tail(mutator, add, relu: bool, uses: dict):
     from tvm import relax
 
     from tvm_ext.compile_steps.placement import ATTR_MEMBERS
+    from tvm_ext.compile_steps.weight_prepack import RUN_TIME_PARAMS
 
     out_shape = add.ty.shape
     for t, x in (add.args, add.args[::-1]):
@@ -240,7 +241,7 @@ def _fuse_residual_tail(mutator, add, relu: bool, uses: dict):
         members = ["conv2d"] + (["add"] if bias is not None else []) + ["transpose", "add"] + (
             ["relu"] if relu else [])
         gv = fused.args[0]
-        bld.update_func(gv, bld.get()[gv].with_attr(ATTR_MEMBERS, members))
+        bld.update_func(gv, bld.get()[gv].with_attr(ATTR_MEMBERS, members).with_attr(RUN_TIME_PARAMS, [0]))
         return fused
     return None
 
@@ -251,8 +252,9 @@ def conv1x1_residual_to_nchw(mod: Any) -> Any:
     ReLU -- becomes one kernel that computes the convolution with the output channels as rows and the
     pixels as the vector axis, so it writes NCHW directly with the bias, skip add and ReLU in its
     epilogue: no NHWC copy of the block's output is written and converted back.  The pixels are
-    flattened by a reshape of the input (a view at run time).  Intermediates used elsewhere keep the
-    graph as it is.
+    flattened by a reshape of the input (a view at run time), marked a run-time parameter
+    (:data:`.weight_prepack.RUN_TIME_PARAMS`): the schedule may pack it one pixel panel at a time
+    inside the kernel.  Intermediates used elsewhere keep the graph as it is.
 
     >>> import numpy as np
     >>> from tvm import relax

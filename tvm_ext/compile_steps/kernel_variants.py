@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["VARIANTS", "KERNEL_ORDER", "PAD_PER_THREAD", "register_file_rows", "target_variants",
+__all__ = ["VARIANTS", "KERNEL_ORDER", "PAD_PER_THREAD", "PACK_IN_PANEL", "register_file_rows", "target_variants",
            "loop_order_variants"]
 
 #: Emission knobs tried with ``tensorize="measure"`` (first: the emitter's defaults).  ``pack="never"``
@@ -60,6 +60,8 @@ def target_variants(tgt) -> tuple[dict[str, Any], ...]:
 
 #: Loop order that keeps a micro-kernel's A tile in L1 and walks every panel of B under it (``outer="kernel"``).
 KERNEL_ORDER: dict[str, Any] = {"outer": "kernel"}
+#: Pack a run-time operand one panel at a time inside the parallel loop over the vector axis' tiles.
+PACK_IN_PANEL: dict[str, Any] = {"pack_at": "panel"}
 #: ``tensorize_primfunc(pad=...)``: output rows in one chunk per thread, the input padded per chunk
 #: (:mod:`.conv_padding`).
 PAD_PER_THREAD = "per_thread"
@@ -94,7 +96,9 @@ def _reduction_operand_bytes(func) -> int | None:
 
 def loop_order_variants(func, tgt) -> tuple[dict[str, Any], ...]:
     """Kernel-order variants of the default and the register-file tile where ``func``'s whole B operand
-    fits in three quarters of one core's L2 (the rest holds the A rows and output rows streaming through).
+    fits in three quarters of one core's L2 (the rest holds the A rows and output rows streaming through);
+    first, :data:`PACK_IN_PANEL` where ``func`` has run-time parameters
+    (:data:`.weight_prepack.RUN_TIME_PARAMS`: an activation it packs costs a copy on every call).
 
     The packed-panel order (the default once B is packed) sweeps all of A once per panel of B: right
     when B is too big to stay in cache.  When all of B stays in L2 (a ResNet 1x1 convolution's
@@ -111,13 +115,15 @@ def loop_order_variants(func, tgt) -> tuple[dict[str, Any], ...]:
     >>> loop_order_variants(te.create_prim_func([x, w, y]), resolve_target({"kind": "llvm", "mcpu": "haswell"}))
     ({'outer': 'kernel'},)
     """
+    from tvm_ext.compile_steps.weight_prepack import run_time_params
     from tvm_ext.target import hardware_facts
 
     facts = hardware_facts(tgt)
+    panel = (dict(PACK_IN_PANEL),) if run_time_params(func) else ()
     size = _reduction_operand_bytes(func)
     if size is None or size > facts.l2_bytes * 3 // 4:
-        return ()
-    out: tuple[dict[str, Any], ...] = (dict(KERNEL_ORDER),)
+        return panel
+    out: tuple[dict[str, Any], ...] = panel + (dict(KERNEL_ORDER),)
     rows = register_file_rows(facts)
     if rows > facts.accumulator_registers // 2:
         out += ({"tiles": {"rows": rows, "vector": 2 * facts.lanes("float32")}, **KERNEL_ORDER},)

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["PREPROC_KEY", "PREPACKED_SUFFIX", "mark_weight_packing", "prepack_weights"]
+__all__ = ["PREPROC_KEY", "PREPACKED_SUFFIX", "RUN_TIME_PARAMS", "run_time_params", "mark_weight_packing",
+           "prepack_weights"]
 
 #: The block annotation ``SplitLayoutRewritePreproc`` looks for.
 PREPROC_KEY = "meta_schedule.layout_rewrite_preproc"
@@ -29,6 +30,28 @@ PREPROC_KEY = "meta_schedule.layout_rewrite_preproc"
 PREPACKED_SUFFIX = "_prepacked"
 #: Name suffix it gives the packing function split out of it.
 PACKING_SUFFIX = "_weight_prepack"
+#: PrimFunc attribute: positions of the parameters that are always computed at run time (a rewrite's
+#: activation input).  Their packing is never split out as a weight's: it stays in the kernel, and a
+#: candidate that packs them whole is timed with that copy.
+RUN_TIME_PARAMS = "tvm_ext.run_time_params"
+
+
+def run_time_params(func) -> set[str]:
+    """Names of ``func``'s parameters listed in its :data:`RUN_TIME_PARAMS` attribute (empty without one).
+
+    >>> from tvm import te
+    >>> A = te.placeholder((4,), name="A")
+    >>> f = te.create_prim_func([A, te.compute((4,), lambda i: A[i] + 1, name="B")])
+    >>> run_time_params(f.with_attr(RUN_TIME_PARAMS, [0]))
+    {'A'}
+    """
+    from tvm_ext.compile_steps.block_queries import param_buffers
+
+    positions = func.attrs.get(RUN_TIME_PARAMS) if func.attrs is not None else None
+    if not positions:
+        return set()
+    bufs = param_buffers(func)
+    return {bufs[int(i)].name for i in positions if 0 <= int(i) < len(bufs)}
 
 
 def _buffer(region) -> Any:
@@ -55,7 +78,7 @@ def mark_weight_packing(func) -> tuple[Any, list[str]]:
 
     from tvm_ext.compile_steps.block_queries import param_buffers
 
-    params = {b.name for b in param_buffers(func)}
+    params = {b.name for b in param_buffers(func)} - run_time_params(func)
     sch = s_tir.Schedule(func)
     marked = []
     for b in _pack_blocks(sch):
