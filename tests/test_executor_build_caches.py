@@ -69,3 +69,28 @@ def test_balanced_parts_cuts_as_the_searched_total():
         cuts[0], cuts[-1] = 0, m
         got = balanced_parts(prefix, n_parts, item_cost=cost)
         assert got.dtype == np.int32 and got.tolist() == np.unique(cuts).tolist()
+
+
+def test_malformed_index_arrays_are_rejected():
+    """The build's one-pass index check still rejects negative and too-large indices and a
+    decreasing pointer (the kernels read them unguarded)."""
+    import pytest
+
+    from schedules.sparse.formats import CSR
+    from tvm_ext.errors import InputError
+
+    A = _fem("float32")
+    for bad in (-1, A.shape[1]):
+        fmt = INSPECTORS["csr"](A)
+        fmt.indices[5] = bad
+        with pytest.raises(InputError, match="csr.indices"):
+            build_executor(fmt, 8)
+    fmt = INSPECTORS["bcsr"](A, R=3, C=3)
+    fmt.bcol[0] = -3
+    with pytest.raises(InputError, match="bcsr.bcol"):
+        build_executor(fmt, 8)
+    fmt = INSPECTORS["csr"](A)
+    fmt.indptr[2], fmt.indptr[3] = fmt.indptr[3], fmt.indptr[2]
+    with pytest.raises(InputError, match="non-decreasing"):
+        build_executor(fmt, 8)
+    assert isinstance(INSPECTORS["csr"](A), CSR)

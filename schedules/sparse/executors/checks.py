@@ -35,6 +35,10 @@ def require_range(arr: np.ndarray, lo: int, hi: int, what: str) -> None:
     """Every entry of ``arr`` must lie in ``[lo, hi)``."""
     if arr.size == 0:
         return
+    if lo == 0 and arr.dtype.kind == "i" and arr.flags.c_contiguous:
+        # one pass, not two: viewed unsigned, a negative entry is above every valid index
+        if int(arr.view(arr.dtype.str.replace("i", "u")).max()) < hi:
+            return
     mn, mx = int(arr.min()), int(arr.max())
     if mn < lo or mx >= hi:
         raise InputError(f"{what}: entries must lie in [{lo}, {hi}), found range [{mn}, {mx}]")
@@ -46,7 +50,7 @@ def require_pointer(ptr: np.ndarray, total: int, what: str) -> None:
         first = int(ptr[0]) if ptr.size else None
         last = int(ptr[-1]) if ptr.size else None
         raise InputError(f"{what}: must start at 0 and end at {total}, got {first}..{last}")
-    if ptr.size > 1 and np.any(np.diff(ptr) < 0):
+    if ptr.size > 1 and bool((ptr[1:] < ptr[:-1]).any()):
         raise InputError(f"{what}: must be non-decreasing")
 
 
