@@ -10,7 +10,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from schedules.sparse import inspectors as I
-from schedules.sparse.executors import CSBParams, Executor, build_executor
+from schedules.sparse.executors import CSBKernels, CSBParams, Executor, build_executor
 from schedules.sparse.formats import CSB
 from tests.sparse_oracles.csb_template import TemplateCSBKernels
 from tvm_ext.errors import ConfigError, InputError, ScheduleError, ShapeError
@@ -115,7 +115,10 @@ def test_offsets_bound_as_uint16_and_kernel_keyed_on_block_size():
     for beta, exe in exes.items():
         f = exe.prim_func
         assert [str(b.dtype) for b in f.params[1:3]] == ["uint16", "uint16"]
-        assert f"* {beta} +" in f.script()    # beta is a constant of the kernel
+        # beta reaches the kernel as its int32 argument after C_out, not as a constant in the loops
+        assert [p.name for p in f.params][-3:] == ["tile_size", "alpha", "beta"]
+        assert "* tile_size + T.Cast" in f.script() and f"* {beta} + T.Cast" not in f.script()
+        assert CSBKernels().scalars(exe.format, False) == [beta]
         np.testing.assert_allclose(exe(_dense(40, 8, "float32", 0)), A @ _dense(40, 8, "float32", 0),
                                    **_tol("float32"))
     assert exes[8].signature != exes[16].signature

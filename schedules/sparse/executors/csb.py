@@ -15,8 +15,11 @@ gives three products, all conflict-free without atomics:
   ``A @ B = L @ B + (L - D).T @ B``, the block-row pass then the block-column pass
   (diagonal skipped) adding into the same ``C``.
 
-The block size beta is the recipe's parameter, a compile-time constant of the kernel: the
-kernel cache is keyed on it (one kernel per beta, dtype, kind and product).
+The block size beta is the recipe's parameter; the kernel reads it from its int32 argument
+after ``C_out`` (:func:`~schedules.sparse.recipes.scatter.runtime_tile_sizes`, as the
+hand-written executor did: LLVM kept the pointers in registers then), not from constants in
+its loops.  The kernel is still beta's (the shape of its offset array is), so the kernel
+cache is keyed on it (one kernel per beta, dtype, kind and product).
 
 >>> f = csb_spmm_primfunc(CSBParams(lanes=16, unroll=1), "float32", symmetric_half=True, block_size=64)
 >>> [b.name for b in f.params[:6]], str(f.params[1].dtype)

@@ -99,3 +99,6 @@ class ContainerKernels(FormatKernels):
 
     def arrays(self, fmt, params, kind, transpose, threads):
         return self._kernels(fmt).arrays(self.generated(fmt), params, kind, transpose, threads)
+
+    def scalars(self, fmt, transpose):
+        return self._kernels(fmt).scalars(fmt, transpose)

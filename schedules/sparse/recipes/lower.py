@@ -112,6 +112,8 @@ class _Func:
         T.func_attr({"global_symbol": "main", "tirx.noalias": True})
         for b in self.params:
             T.arg(b.name, b)
+        for v, _ in self.nest.meta.get("runtime_sizes", ()):  # int32 scalars after C_out
+            T.arg(v.name, v)
         T.arg(self.alpha.name, self.alpha)
         T.arg(self.beta.name, self.beta)
         return self

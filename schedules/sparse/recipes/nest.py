@@ -255,26 +255,30 @@ _BINARY = ("Add", "Sub", "Mul", "Div", "Mod", "FloorDiv", "FloorMod", "Min", "Ma
            "LE", "GT", "GE", "And", "Or")
 
 
-def _rebuild(expr, on_var):
-    """``expr`` rebuilt bottom-up with each scalar :class:`Var` ``v`` replaced by ``on_var(v)``."""
+def _rebuild(expr, on_var, on_binary=None):
+    """``expr`` rebuilt bottom-up with each scalar :class:`Var` ``v`` replaced by ``on_var(v)``
+    (and each rebuilt binary operation ``e`` by ``on_binary(e)`` when given)."""
     from tvm import tirx
     from tvm.ir.expr import TensorLoad
 
+    def rec(e):
+        return _rebuild(e, on_var, on_binary)
     if isinstance(expr, tirx.Var):
         return on_var(expr)
     if isinstance(expr, (tirx.IntImm, tirx.FloatImm)):
         return expr
     name = type(expr).__name__
     if name in _BINARY:
-        return getattr(tirx, name)(_rebuild(expr.a, on_var), _rebuild(expr.b, on_var))
+        out = getattr(tirx, name)(rec(expr.a), rec(expr.b))
+        return out if on_binary is None else on_binary(out)
     if isinstance(expr, tirx.Not):
-        return tirx.Not(_rebuild(expr.a, on_var))
+        return tirx.Not(rec(expr.a))
     if isinstance(expr, tirx.Cast):
-        return tirx.Cast(str(expr.ty), _rebuild(expr.value, on_var))
+        return tirx.Cast(str(expr.ty), rec(expr.value))
     if isinstance(expr, tirx.Select):
-        return tirx.Select(*(_rebuild(e, on_var) for e in (expr.condition, expr.true_value, expr.false_value)))
+        return tirx.Select(*(rec(e) for e in (expr.condition, expr.true_value, expr.false_value)))
     if isinstance(expr, TensorLoad):
-        return tirx.BufferLoad(expr.source, [_rebuild(i, on_var) for i in expr.indices])
+        return tirx.BufferLoad(expr.source, [rec(i) for i in expr.indices])
     raise ScheduleError(f"sparse loop nest: unsupported TIR expression {name}: {expr}")
 
 

@@ -142,6 +142,8 @@ class Recipe:
         nest = self.nest(dtype, kind)
         if self._lowering() is None:
             return lower.naive_primfunc(nest), False
+        if isinstance(self._lowering(), Scatter):
+            nest = scatter.runtime_tile_sizes(nest)
         part_kind, emit = self.plan(nest, MicroKernel.from_params(params))
         part = lower.part_buffer() if part_kind else None
         with lower._Func(nest, f"{self.name}_{kind}", [part] if part is not None else []) as f:
@@ -164,6 +166,16 @@ class Recipe:
                     lambda f, part, scale: scatter.emit_scatter(f, nest, kernel, part, row_sorted=sorted_,
                                                                 row_runs=runs, scale=scale))
         raise ScheduleError(f"recipe {self.name}: the schedule names no lowering (row_tile or scatter)")
+
+    def scalars(self) -> list[int]:
+        """The executor's int32 arguments after ``C_out``: a scatter's tile sizes
+        (:func:`~.scatter.runtime_tile_sizes`).
+
+        >>> from schedules.sparse.recipes.library import csb_recipe, csr_recipe
+        >>> csb_recipe(256).scalars(), csr_recipe().scalars()
+        ([256], [])
+        """
+        return scatter.tile_size_values(self.nest()) if isinstance(self._lowering(), Scatter) else []
 
     def part_nests(self, dtype: str, kind: str, params: ExecParams) -> list:
         """``[(nest, part kind)]`` in executor-argument order (one entry; a split recipe has more)."""
@@ -346,6 +358,9 @@ class RecipeKernels(FormatKernels):
 
     def signature(self, fmt, params, kind, transpose):
         return ("recipe", self.recipe.key(), kind, fmt.dtype.name, params.kernel_key())
+
+    def scalars(self, fmt, transpose):
+        return self.recipe.scalars() if isinstance(self.recipe, Recipe) else []
 
     def arrays(self, fmt, params, kind, transpose, threads):
         out = []

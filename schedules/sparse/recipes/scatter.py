@@ -29,11 +29,12 @@ import numpy as np
 
 from schedules.sparse.recipes.lower import (_const, _emit_levels, _Func, _if, _lanes, _Tier, _tiers,
                                             part_buffer, simplify_guards)
-from schedules.sparse.recipes.nest import Role, SparseNest, loads, subst, uses
+from schedules.sparse.recipes.nest import Role, SparseNest, _rebuild, loads, subst, uses
 from tvm_ext.errors import ScheduleError
 
 __all__ = ["scatter_primfunc", "scatter_part", "emit_scatter", "transposed", "strict", "block_parts",
-           "scatter_op_primfunc", "op_passes", "row_sorted", "row_runs", "OPS"]
+           "scatter_op_primfunc", "op_passes", "row_sorted", "row_runs", "runtime_tile_sizes",
+           "tile_size_values", "OPS"]
 
 #: Products one stored matrix gives: ``A @ B``, ``A.T @ B``, and ``(L + L.T - D) @ B`` when
 #: only the lower triangle ``L`` (diagonal ``D`` included) is stored.
@@ -79,6 +80,60 @@ def _owned_rows(nest: SparseNest):
     if size is None or not ana.can_prove_equal(lo, 0) or not ana.can_prove_equal(first.lo, 0):
         return None
     return size, hi
+
+
+def tile_size_values(nest: SparseNest) -> list[int]:
+    """The distinct sizes of ``nest``'s tiles (``meta["block_sizes"]``), ascending: the int32
+    arguments :func:`runtime_tile_sizes` gives the executor, in argument order.
+
+    >>> from schedules.sparse.recipes.library import csb_recipe
+    >>> tile_size_values(csb_recipe(64).nest())
+    [64]
+    """
+    return sorted({int(s) for s, _, _ in nest.meta.get("block_sizes", {}).values()})
+
+
+def runtime_tile_sizes(nest: SparseNest) -> SparseNest:
+    """``nest`` reading each tile size from an int32 executor argument whose value is that size
+    (``meta["runtime_sizes"]``: ``((var, value), ...)``, :func:`tile_size_values` order): the
+    products, quotients and remainders by the size in the loop bounds and the entry's row and
+    column, and the block loop's own rows (``meta["block_sizes"]``).  The kernel computes the
+    same values; with the size a compile-time constant in both a block's scale loop and its
+    entries' indices, LLVM kept fewer of the kernel's pointers in registers and reloaded them
+    from the stack per entry (CSB ``A.T @ B`` 0.75x the same loops with the size an argument).
+
+    >>> from schedules.sparse.recipes.library import csb_recipe
+    >>> n = runtime_tile_sizes(csb_recipe(64).nest())
+    >>> str(n.row), [(str(v), s) for v, s in n.meta["runtime_sizes"]]
+    ('ii * tile_size + T.Cast("int32", explicit_i[p])', [('tile_size', 64)])
+    """
+    import dataclasses
+
+    from tvm import tirx
+
+    values = tile_size_values(nest)
+    if not values:
+        return nest
+    names = ["tile_size"] if len(values) == 1 else [f"tile_size{i}" for i in range(len(values))]
+    by_value = {s: tirx.Var(name, "int32") for s, name in zip(values, names)}
+
+    def size(e):
+        return by_value.get(int(e.value), e) if isinstance(e, tirx.IntImm) and str(e.ty) == "int32" else e
+
+    def on_binary(e):
+        kind = type(e).__name__
+        if kind == "Mul":
+            return tirx.Mul(size(e.a), size(e.b))
+        return getattr(tirx, kind)(e.a, size(e.b)) if kind in ("FloorDiv", "FloorMod") else e
+
+    def rt(e):
+        return None if e is None else _rebuild(e, lambda v: v, on_binary)
+    levels = tuple(dataclasses.replace(lv, lo=rt(lv.lo), hi=rt(lv.hi)) for lv in nest.levels)
+    blocks = {k: (by_value[int(s)], lo, hi) for k, (s, lo, hi) in nest.meta["block_sizes"].items()}
+    meta = dict(nest.meta, block_sizes=blocks, runtime_sizes=tuple((by_value[s], s) for s in values))
+    return nest.replace("runtime tile sizes", levels=levels, row=rt(nest.row), col=rt(nest.col),
+                        value=rt(nest.value), guards=tuple(rt(g) for g in nest.guards), meta=meta,
+                        sizes=dict(nest.sizes, **{v.name: v for v in by_value.values()}))
 
 
 def transposed(nest: SparseNest) -> SparseNest:
@@ -145,6 +200,7 @@ def block_parts(nest: SparseNest, offset: np.ndarray, sizes: dict, n_parts: int)
     work = counts.sum(axis=tuple(i for i in range(len(outer)) if outer[i] != first.name)) \
         if len(outer) > 1 else counts
     size = nest.meta.get("block_sizes", {}).get(first.name, (1,))[0]
+    size = next((s for v, s in nest.meta.get("runtime_sizes", ()) if v.same_as(size)), size)
     return balanced_parts(np.concatenate([[0], np.cumsum(work)]), n_parts, item_cost=size / 4.0)
 
 
@@ -174,9 +230,10 @@ def scatter_op_primfunc(nest: SparseNest, kernel, op: str = "A"):
       the row-tile pass, then the column-tile pass of the :func:`strict` transposed nest adding
       into the same ``C_out``; each pass is race-free and the parallel region's join orders them.
 
-    Returns ``(PrimFunc, [part kind per pass])`` (part arrays follow the format arrays, in pass order).
+    Returns ``(PrimFunc, [part kind per pass])`` (part arrays follow the format arrays, in pass
+    order; the tile sizes, :func:`tile_size_values`, are int32 arguments after ``C_out``).
     """
-    passes = op_passes(nest, op)
+    passes = op_passes(runtime_tile_sizes(nest), op)
     kinds = [scatter_part(p, kernel, row_sorted=False) for p, _ in passes]
     parts = [part_buffer(f"part{i}") if k else None for i, k in enumerate(kinds)]
     name = {"A": "", "A.T": "_t", "sym_lower": "_sym"}[op]
