@@ -49,15 +49,14 @@ def _lower_bounds(prefix: np.ndarray, cost: float, targets: np.ndarray) -> np.nd
     stride = max(int(np.sqrt(n1 * targets.size)) // max(targets.size, 1), 1)
     at = np.arange(0, n1, stride)
     coarse = np.searchsorted(prefix[::stride].astype(np.float64) + cost * at, targets, side="left")
-    out = np.empty(targets.size, dtype=np.int64)
-    for j, (k, t) in enumerate(zip(coarse.tolist(), targets.tolist())):
-        if k == 0:
-            out[j] = 0
-            continue
-        lo, hi = (k - 1) * stride + 1, min(k * stride, n1)  # total[lo - 1] < t <= total[hi] (or hi = n1)
-        window = prefix[lo:hi].astype(np.float64) + cost * np.arange(lo, hi)
-        out[j] = lo + int(np.searchsorted(window, t, side="left"))
-    return out
+    # target j's cut lies in [lo, hi): total[lo - 1] < t <= total[hi] (or hi = n1); none when coarse is 0
+    lo = np.maximum(coarse - 1, 0) * stride + (coarse > 0)
+    hi = np.minimum(coarse * stride, n1)
+    idx = lo[:, None] + np.arange(stride)[None, :]
+    inside = idx < hi[:, None]
+    idx = np.minimum(idx, n1 - 1)
+    below = (prefix[idx].astype(np.float64) + cost * idx < targets[:, None]) & inside
+    return lo + below.sum(axis=1)
 
 
 def uniform_parts(n_items: int, n_parts: int) -> np.ndarray:
