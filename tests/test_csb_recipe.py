@@ -182,3 +182,37 @@ def test_recipe_stores_in_block_offsets_as_uint16_and_checks_the_loop_range():
         csb_recipe(70000).nest()
     with pytest.raises(ScheduleError, match="constant extent"):   # the row loop runs over M
         Recipe("x", (MakeDense(), CompactAndPad(("i", "k"), identity=0, index_dtype="uint16"))).nest()
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sizes=st.sampled_from([(4, 8), (8, 4), (3, 3), (1, 5)]), m=st.integers(1, 30), k=st.integers(1, 30),
+       n=st.sampled_from([1, 5]), parallel=st.sampled_from([None, True, False]), seed=st.integers(0, 100))
+def test_rectangular_block_tiles_each_read_their_size_at_run_time(sizes, m, k, n, parallel, seed):
+    """A CSB-like recipe with different row and column tile sizes: each distinct size is one
+    int32 argument (ascending), the products equal scipy's."""
+    from schedules.sparse.recipes import build_recipe_executor
+    from schedules.sparse.recipes.recipe import Recipe
+    from schedules.sparse.recipes.schedule import Scatter
+    from schedules.sparse.recipes.steps import CompactAndPad, MakeDense, Permute, Tile
+
+    bi, bl = sizes
+    recipe = Recipe(f"blocks{bi}x{bl}", (MakeDense(name="l"), Tile("i", bi), Tile("l", bl),
+                                         Permute(("ii", "ll", "i", "l")), CompactAndPad(("i", "l"), identity=0)),
+                    (Scatter(),))
+    assert recipe.scalars() == sorted({bi, bl})
+    A = _matrix(m, k, 0.2, "float32", seed, empty_rows=(0,))
+    kind = "spmv" if n == 1 else "spmm"
+    exe = build_recipe_executor(recipe, A, n, kind=kind, params=CSBParams(parallel=parallel))
+    names = [p.name for p in exe.prim_func.params]
+    assert names[names.index("C_out") + 1:] == (["tile_size"] if bi == bl else ["tile_size0", "tile_size1"]) \
+        + ["alpha", "beta"]
+    B = _dense(k, n, "float32", seed)
+    np.testing.assert_allclose(exe(B), A @ B, **_tol("float32"))
+
+
+def test_tile_free_scatter_nests_take_no_size_arguments():
+    from schedules.sparse.recipes.library import coo_recipe
+    from schedules.sparse.recipes.scatter import runtime_tile_sizes
+
+    nest = coo_recipe().nest()
+    assert runtime_tile_sizes(nest) is nest and coo_recipe().scalars() == []
