@@ -18,7 +18,9 @@ format, the executor generated from the format's recipe
 with the hand-written one (the library's template, or the template a generated
 executor replaced, kept in ``tests/sparse_oracles``), timed in interleaved
 rounds; the summary gives hand / generated per format and per (format, N),
-geomean and worst, against the goal of >= 0.95x.
+geomean and worst, against the goal of >= 0.95x.  The label ``csb_t`` (in
+``--formats``, or by default) compares CSB's ``A.T @ B``: the template oracle's
+block-column kernel against the library's, generated from CSB's recipe.
 
     python -m bench.sparse_executors [--quick] [--matrices nasa4704,lap2d] [--n 32] [--generated]
         [--formats csr,bcsr2x2] [--rounds 15]
@@ -135,7 +137,7 @@ def _generated_rows(run: BenchRun, mname: str, A, B, kind: str, n: int, lanes: i
                     formats: set | None = None) -> None:
     """Each candidate format's recipe-generated executor against its hand-written one (the library's
     template, or the template it replaced, kept in ``tests/sparse_oracles``), timed in turns."""
-    from bench.sparse_recipes import _hand_executor, _time_pair
+    from bench.sparse_recipes import _hand_executor
     from schedules.sparse.recipes import build_recipe_executor
     from schedules.sparse.recipes.inspector_choice import RecipeInspector
     from tvm_ext.errors import TvmExtError
@@ -155,11 +157,39 @@ def _generated_rows(run: BenchRun, mname: str, A, B, kind: str, n: int, lanes: i
             err = float(np.abs(exe(B) - ref).max())
             if err > tol:
                 raise AssertionError(f"{who} {label} on {mname} N={n}: error {err}")
-        th, tg, ratio = _time_pair(hand, gen, B, rounds)
-        run.add({"part": "generated", "matrix": mname, "nnz": int(A.nnz), "N": n, "format": label,
-                 "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": ratio})
-        print(f"  {mname} N={n} {label}: hand {th * 1e3:.3f} ms, generated {tg * 1e3:.3f} ms, "
-              f"hand/generated {ratio:.2f}", flush=True)
+        _add_pair(run, mname, A, n, label, hand, gen, B, rounds)
+    if formats is None or "csb_t" in formats:
+        Bt = np.random.default_rng(n).uniform(-1, 1, (A.shape[0], n) if n > 1 else A.shape[0]).astype(A.dtype)
+        hand, gen = _transposed_csb_pair(A, n, kind)
+        for exe, who in ((hand, "hand-written"), (gen, "generated")):
+            err = float(np.abs(exe(Bt) - A.T @ Bt).max())
+            if err > 1e-3 * max(float(np.abs(A.T @ Bt).max()), 1.0):
+                raise AssertionError(f"{who} csb_t on {mname} N={n}: error {err}")
+        _add_pair(run, mname, A, n, "csb_t", hand, gen, Bt, rounds)
+
+
+def _add_pair(run: BenchRun, mname: str, A, n: int, label: str, hand, gen, B, rounds: int) -> None:
+    from bench.sparse_recipes import _time_pair
+
+    th, tg, ratio = _time_pair(hand, gen, B, rounds)
+    run.add({"part": "generated", "matrix": mname, "nnz": int(A.nnz), "N": n, "format": label,
+             "hand_ms": th * 1e3, "gen_ms": tg * 1e3, "ratio": ratio})
+    print(f"  {mname} N={n} {label}: hand {th * 1e3:.3f} ms, generated {tg * 1e3:.3f} ms, "
+          f"hand/generated {ratio:.2f}", flush=True)
+
+
+def _transposed_csb_pair(A, n: int, kind: str) -> tuple:
+    """CSB ``A.T @ B`` executors (beta 4096): the template oracle's and the library's generated one."""
+    from schedules.sparse import inspectors as I
+    from schedules.sparse.executors import Executor, build_executor
+    from tests.sparse_oracles.csb_template import TemplateCSBKernels
+
+    fmt = I.to_csb(A, 4096)
+    kernels = TemplateCSBKernels()
+    kernels.check(fmt)
+    p = kernels.resolve(fmt, kernels.params_cls(), fmt.dtype.name, kind, 1 if kind == "spmv" else n, None)
+    return (Executor(fmt, kernels, p, kind, True, None),
+            build_executor(fmt, n_cols=n, kind=kind, transpose=True))
 
 
 def _report_generated(run: BenchRun) -> None:
