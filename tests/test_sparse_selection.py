@@ -282,9 +282,9 @@ def test_a_dia_choice_is_timed_against_csr():
     assert Candidate("csr") in _close_candidates(choice, 0.15, 3)
 
 
-def test_dia_spmm_pays_its_edge_tests():
-    # fewer bytes than CSR on a stencil, but the SpMM executor tests every (row, diagonal)
-    # against the edge: at N=8 it is neither the choice nor within 15% of it
+def test_dia_spmm_pays_its_slot_reads():
+    # fewer bytes than CSR on a stencil, but the SpMM executor reads an offset and a value
+    # from its own diagonal stream per slot: at N=8 it is not the choice and scores above CSR
     import scipy.sparse as sp
     from pyamg.gallery import diffusion_stencil_2d, stencil_grid
 
@@ -296,7 +296,7 @@ def test_dia_spmm_pays_its_edge_tests():
         assert model.choose(feats, 1).format == "dia"
         choice = model.choose(feats, 8)
         assert choice.format != "dia"
-        assert Candidate("dia") not in _close_candidates(choice, 0.15, 3)
+        assert choice.scores["dia"] > choice.scores["csr"]
 
 
 def test_the_model_choice_stays_unless_beaten_by_the_override_margin():

@@ -32,7 +32,7 @@ each candidate representation (values of the matrix's dtype, 4 or 8 bytes):
   fetches are cache hits: a 5-point Laplacian's 3x1 blocks are 45% full, so
   they save ``B`` loads but double the multiply-adds);
 * ``C``: written once (read too when ``beta != 0``);
-* DIA at ``N > 1`` pays its SpMM executor's per-slot edge test
+* DIA at ``N > 1`` pays its SpMM executor's per-slot offset and value reads
   (:data:`DIA_SPMM_SLOT_BYTES`).
 
 Candidates the representation cannot hold efficiently are excluded with a
@@ -101,12 +101,13 @@ LANE_COST = 1 / 32
 #: Formats whose SpMV executor is vectorised over rows (one lane per slot): SELL's slices,
 #: DIA's diagonals.  The others' SpMV runs a row's slots one vector instruction each.
 ROW_VECTOR_SPMV = ("sell", "dia")
-#: What the DIA SpMM executor's edge test costs per stored slot, in bytes of memory traffic:
-#: it tests every (row, diagonal) against the matrix edge before the multiply-add.  On 5- and
-#: 9-point stencils at N=8 it ran 1.5x slower than CSR though it moves fewer bytes (0.8 ns,
-#: about 16 bytes of one core's bandwidth, per slot); from N=32 the memory traffic hides it.
-#: (The SpMV executor runs whole vectors of rows between the edges: no per-slot test.)
-DIA_SPMM_SLOT_BYTES = 16
+#: What a stored slot costs the DIA SpMM executor besides its bytes, in bytes of memory traffic:
+#: its interior rows run with no edge test (:mod:`~schedules.sparse.recipes.interior_split`),
+#: but each slot still loads its diagonal's offset and a value from a separate ``data`` row
+#: (one stream per diagonal) for one multiply-add.  On lap2d(600) at N=8 (2 cores, znver4,
+#: paired rounds) it ran 0.84-0.89x CSR's speed though modelled 1.2x lighter: about 6 bytes
+#: per slot (it ran 0.67x, 16 bytes, when every slot tested the matrix edge).
+DIA_SPMM_SLOT_BYTES = 6
 
 
 #: Share of block rows the selector's block-fill estimate reads (OSKI samples 1-2%; half a percent
