@@ -19,10 +19,10 @@ from __future__ import annotations
 
 from typing import Callable, Sequence
 
+from schedules.sparse.recipes.interior_split import emit_rows, interior_split
 from schedules.sparse.recipes.lower import (UNROLL_EXTENT, _all, _const, _emit_levels, _Func, _if, _lanes,
                                             _Tier, _tiers, part_buffer, row_position, row_structure,
                                             simplify_guards)
-from schedules.sparse.recipes.interior_split import emit_rows, interior_split
 from schedules.sparse.recipes.nest import Level, SparseNest, free_vars, loads, subst
 from tvm_ext.errors import ScheduleError
 
