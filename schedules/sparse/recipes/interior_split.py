@@ -112,9 +112,10 @@ def _row_bound(nest: SparseNest, row: Level, g, x):
 
 
 def interior_bounds(nest: SparseNest, row: Level, guards: Sequence):
-    """``(index reads, [(read, is_upper, bound, worst_is_max)], rest)`` for the guards of
-    ``guards`` that bound the row through one explicit index (see :func:`_row_bound`);
-    None when none does or the row loop is not ``[0, M)``."""
+    """``(index reads, [(read number, is_upper, bound, worst_is_max)], rest, [(read, its
+    loop level)])`` for the guards of ``guards`` that bound the row through one explicit index
+    (see :func:`_row_bound`; ``rest``: the other guards); None when none does or the row loop
+    does not start at 0."""
     import tvm
 
     if not tvm.sym.Analyzer().can_prove_equal(row.lo, 0):
