@@ -44,13 +44,19 @@ def test_the_panel_variant_is_offered_only_for_a_kernel_with_run_time_params():
     from tvm_ext.compile_steps.kernel_variants import PACK_IN_PANEL, loop_order_variants
     from tvm_ext.target import default_target
 
-    assert PACK_IN_PANEL in loop_order_variants(_residual_conv(56, 56, 64, 256), default_target())
+    from tvm_ext.target import hardware_facts
+
+    offered = loop_order_variants(_residual_conv(56, 56, 64, 256), default_target())
+    assert PACK_IN_PANEL in offered
+    lanes = hardware_facts(default_target()).lanes("float32")
+    assert [v["tiles"]["vector"] for v in offered if v.get("pack_at") == "panel" and "tiles" in v] == [lanes]
     assert PACK_IN_PANEL not in loop_order_variants(_residual_conv(56, 56, 64, 256, run_time=False),
                                                     default_target())
 
 
-@pytest.mark.parametrize("h,w,c,o,parallel", [(4, 16, 64, 32, True), (5, 6, 16, 24, False)])  # big, small
-def test_panel_packing_equals_numpy_and_packs_inside_the_parallel_loop(h, w, c, o, parallel):
+@pytest.mark.parametrize("h,w,c,o,parallel,tiles", [(4, 16, 64, 32, True, None), (5, 6, 16, 24, False, None),
+                                                     (7, 16, 32, 64, True, {"rows": 16, "vector": 16})])
+def test_panel_packing_equals_numpy_and_packs_inside_the_parallel_loop(h, w, c, o, parallel, tiles):
     import tvm
 
     from tvm_ext.compile_steps.llvm_schedule import tensorize_primfunc
@@ -58,7 +64,7 @@ def test_panel_packing_equals_numpy_and_packs_inside_the_parallel_loop(h, w, c, 
 
     func = _residual_conv(h, w, c, o)
     with default_target():
-        sch, emitted, why = tensorize_primfunc(func, pack_at="panel")
+        sch, emitted, why = tensorize_primfunc(func, pack_at="panel", **({"tiles": tiles} if tiles else {}))
     assert sch is not None, why
     assert any("packs y" in e for e in emitted)
     shipped = sch.mod["main"]
