@@ -95,12 +95,13 @@ def tile_size_values(nest: SparseNest) -> list[int]:
 
 def runtime_tile_sizes(nest: SparseNest) -> SparseNest:
     """``nest`` reading each tile size from an int32 executor argument whose value is that size
-    (``meta["runtime_sizes"]``: ``((var, value), ...)``, :func:`tile_size_values` order): the
-    products, quotients and remainders by the size in the loop bounds and the entry's row and
-    column, and the block loop's own rows (``meta["block_sizes"]``).  The kernel computes the
-    same values; with the size a compile-time constant in both a block's scale loop and its
-    entries' indices, LLVM kept fewer of the kernel's pointers in registers and reloaded them
-    from the stack per entry (CSB ``A.T @ B`` 0.75x the same loops with the size an argument).
+    (``meta["runtime_sizes"]``: ``((var, value), ...)``, :func:`tile_size_values` order) in
+    its products (a block's first row or column in the entry's row and column and loop bounds)
+    and the block loop's own rows (``meta["block_sizes"]``); quotients by the size keep the
+    constant (shifts, not divisions).  The kernel computes the same values; with the size a
+    compile-time constant in both a block's scale loop and its entries' indices, LLVM kept
+    fewer of the kernel's pointers in registers and reloaded them from the stack per entry
+    (CSB ``A.T @ B`` 0.75x the same loops with the size an argument).
 
     >>> from schedules.sparse.recipes.library import csb_recipe
     >>> n = runtime_tile_sizes(csb_recipe(64).nest())
@@ -121,10 +122,7 @@ def runtime_tile_sizes(nest: SparseNest) -> SparseNest:
         return by_value.get(int(e.value), e) if isinstance(e, tirx.IntImm) and str(e.ty) == "int32" else e
 
     def on_binary(e):
-        kind = type(e).__name__
-        if kind == "Mul":
-            return tirx.Mul(size(e.a), size(e.b))
-        return getattr(tirx, kind)(e.a, size(e.b)) if kind in ("FloorDiv", "FloorMod") else e
+        return tirx.Mul(size(e.a), size(e.b)) if type(e).__name__ == "Mul" else e
 
     def rt(e):
         return None if e is None else _rebuild(e, lambda v: v, on_binary)
