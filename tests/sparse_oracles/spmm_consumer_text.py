@@ -2,16 +2,6 @@
 before the consumer was built in TIR (:mod:`schedules.fusion.spmm_consumer`).  Kept outside the
 library to check and time the TIR consumer against (tests/test_fused_spmm_nest.py,
 ``bench.fused_spmm_nest``); it hooks into :mod:`tests.sparse_oracles.fused_spmm_source`.
-
->>> from schedules.fusion.builders import block_cg_dag
->>> from schedules.fusion.groups import plan_fusion
->>> from schedules.fusion.row_forms import row_form, streamed_rank
->>> plan = plan_fusion(block_cg_dag(2, 4096, 8, 20_000, setup=False))
->>> S, D = (row_form(plan.dag, plan.dag.op(o), streamed_rank(plan, o)) for o in ("S1", "Delta1"))
->>> consumer, spec = spmm_consumer(S, [D], {"S1": "S", "P0": "P", "Delta1": "Delta"}, {"S1", "Delta1"},
-...                                plan.dag, "float64", 8)
->>> spec, consumer.writes_c
-([('partial', (8, 8)), ('tensor', 'Delta')], True)
 """
 from __future__ import annotations
 
