@@ -85,8 +85,12 @@ def _host_target_dict() -> dict[str, Any]:
     return d
 
 
+@functools.lru_cache(maxsize=1)
 def default_target():
     """The host CPU target: ``Target.from_device(tvm.cpu())`` + ``num-cores``.
+
+    Made once per process (its content is the cached host description, a Target is
+    immutable, and making one costs ~30-50 us on every executor build that asks).
 
     >>> str(default_target().attrs["mcpu"]) != "generic"
     True

@@ -59,18 +59,6 @@ def kernels_for(fmt) -> FormatKernels:
 
 
 _refcount = sys.getrefcount
-_HOST: list = []  # the host's default Target, made once
-
-
-def _host_target():
-    """:func:`~tvm_ext.target.resolve_target` of ``None``, made once per process: its content
-    is fixed (the host CPU's, cached in :mod:`tvm_ext.target`) and a Target costs ~30-50 us to
-    make, on every executor build."""
-    if not _HOST:
-        from tvm_ext.target import resolve_target
-
-        _HOST.append(resolve_target(None))
-    return _HOST[0]
 
 
 class Executor:
@@ -118,7 +106,7 @@ class Executor:
         self.kind = kind
         self.transpose = bool(transpose)
         self.params = params
-        self.target = _host_target() if target is None else resolve_target(target)
+        self.target = resolve_target(target)
         self.dtype = check_dtype(fmt.dtype, f"{fmt.name}.data")
         self._np_dtype = np.dtype(self.dtype)
         self._kernels = kernels
