@@ -190,13 +190,13 @@ class _SpmmTileOps(BoundConsumer):
             if r.inputs[1] == d.S:          # xᵀS: acc[a, n] += x[row, a] * S[row, n]
                 with _loop(f, r.cols[0], "a") as a:
                     tile.lanes(lambda lane, a=a, acc=acc, other=other: f.store(
-                        acc, acc[a, tile.col(lane)] + self._row_of(f, other, tile.row, a) * tile.value(lane),
-                        [a, tile.col(lane)]))
+                        acc, acc[a, tile.column(lane)] + self._row_of(f, other, tile.row, a) * tile.value(lane),
+                        [a, tile.column(lane)]))
             else:                           # Sᵀy: acc[n, b] += S[row, n] * y[row, b]
                 with _loop(f, r.cols[1], "b") as b:
                     tile.lanes(lambda lane, b=b, acc=acc, other=other: f.store(
-                        acc, acc[tile.col(lane), b] + tile.value(lane) * self._row_of(f, other, tile.row, b),
-                        [tile.col(lane), b]))
+                        acc, acc[tile.column(lane), b] + tile.value(lane) * self._row_of(f, other, tile.row, b),
+                        [tile.column(lane), b]))
         for m in d.maps:
             self._rowmap_tile(tile, m)
 
@@ -209,12 +209,12 @@ class _SpmmTileOps(BoundConsumer):
         x, z = self.acc[f"x_{n}"], self.acc[f"z_{n}"]
         small, out = self.bufs[d.smalls[m.name]], self.bufs[d.outs[m.name]]
         c0, dtype = m.cols[0], d.dtype
-        tile.lanes(lambda lane: f.store(z, tile.value(lane), [tile.col(lane)]))
+        tile.lanes(lambda lane: f.store(z, tile.value(lane), [tile.column(lane)]))
         with f.loop("unroll", 0, _CHAINS, "u") as u:
             _vec(f, c0, d.lanes, lambda c: f.store(x, _zero(dtype), [u, c]))
 
         def add(chain, nn):
-            _vec(f, c0, d.lanes, lambda c: f.store(x, x[chain, c] + z[tile.col(nn)] * small[tile.col(nn), c],
+            _vec(f, c0, d.lanes, lambda c: f.store(x, x[chain, c] + z[tile.column(nn)] * small[tile.column(nn), c],
                                                    [chain, c]))
         if tile.mask is not None:
             with f.loop("serial", 0, tile.mask, "nn") as nn:

@@ -63,10 +63,6 @@ class FinishedTile:
         """``stmt(lane)`` over the tile's lanes."""
         _lanes(self.func, self.tier, stmt)
 
-    def col(self, lane) -> Any:
-        """The output column of tile lane ``lane``."""
-        return self.column(lane)
-
     @property
     def width(self) -> int:
         """Columns of a whole tile (a masked tile uses the first :attr:`mask` of them)."""
