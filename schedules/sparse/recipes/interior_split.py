@@ -52,9 +52,9 @@ def _replace_loads(expr, on_load):
     if isinstance(expr, tirx.Cast):
         inner = _replace_loads(expr.value, on_load)
         return None if inner is None else tirx.Cast(str(expr.ty), inner)
-    if type(expr).__name__ in ("Add", "Sub", "Mul", "LT", "LE") and hasattr(expr, "a"):
+    if isinstance(expr, (tirx.Add, tirx.Sub, tirx.Mul, tirx.LT, tirx.LE)):
         a, b = _replace_loads(expr.a, on_load), _replace_loads(expr.b, on_load)
-        return None if a is None or b is None else getattr(tirx, type(expr).__name__)(a, b)
+        return None if a is None or b is None else type(expr)(a, b)
     return None
 
 
