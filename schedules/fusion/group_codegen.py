@@ -63,6 +63,18 @@ def _reduce_partials(code: Code, reds: Sequence[RowOp], outs: dict, parts: dict,
                 code(f"{out}[a0, a1] = {out}[a0, a1] + {parts[f.name]}[tt, a0, a1]")
 
 
+def fresh_name(base: str, taken) -> str:
+    """``base``, or ``base_1``, ``base_2``, ... : the first not in ``taken``.
+
+    >>> fresh_name("g_P", ["g_P", "g_P_1"])
+    'g_P_2'
+    """
+    local, k = base, 1
+    while local in taken:
+        local, k = f"{base}_{k}", k + 1
+    return local
+
+
 def _local_names(forms: Sequence[RowOp]) -> dict[str, str]:
     """Kernel-local names of the ops (family, numbered on a clash): ``Gamma1`` -> ``Gamma``."""
     names: dict[str, str] = {}
@@ -96,11 +108,7 @@ class KernelParams:
         """The buffer of tensor ``t`` (rows symbolic when ``streamed``), added on first use."""
         name = storage[t]
         if name not in self._local:
-            base, k = f"{self.tensor_prefix}{family(t)}", 1
-            local = base
-            while local in self._local.values():
-                local, k = f"{base}_{k}", k + 1
-            self._local[name] = local
+            local = self._local[name] = fresh_name(f"{self.tensor_prefix}{family(t)}", self._local.values())
             shape = self.dag.tensors[t].shape
             dims = (("M",) + tuple(str(d) for d in shape[1:])) if streamed else tuple(str(d) for d in shape)
             self.buffers.append(Buffer(f"h{local[1:]}", local, dims, self.dtype))

@@ -33,7 +33,7 @@ from __future__ import annotations
 from typing import Any, Callable, Sequence
 
 from schedules.fusion.einsum_dag import EinsumDAG
-from schedules.fusion.group_codegen import _local_names
+from schedules.fusion.group_codegen import _local_names, fresh_name
 from schedules.fusion.row_forms import RowOp, family
 from schedules.sparse.recipes.consumer import BoundConsumer, FinishedTile, RowTileConsumer
 from tvm_ext.errors import ScheduleError
@@ -94,11 +94,7 @@ class SpmmRowConsumer(RowTileConsumer):
         """The parameter holding tensor ``t`` (rows symbolic when ``streamed``), added on first use."""
         name = self.storage[t]
         if name not in self._local:
-            base, k = f"g_{family(t)}", 1
-            local = base
-            while local in self._local.values():
-                local, k = f"{base}_{k}", k + 1
-            self._local[name] = local
+            local = self._local[name] = fresh_name(f"g_{family(t)}", self._local.values())
             shape = self.dag.tensors[t].shape
             self.params.append(("tensor", local, name))
             self._shapes[local] = (("M",) if streamed else (int(shape[0]),)) + tuple(int(d) for d in shape[1:])
