@@ -13,8 +13,10 @@ VM function, so nothing but the step is timed:
 * ``ffi_from_dlpack`` / ``runtime_from_dlpack``: ``tvm_ffi.from_dlpack(x, require_alignment=0)``
   / ``tvm.runtime.from_dlpack(x)``, the view built in Python instead;
 * ``output``: ``np.from_dlpack(t)`` and the release of the array (the output exchange);
-* ``layer``: :class:`~tvm_ext.model_call.NumpyCall` around ``echo``: all of the above and the
-  frames, over ``echo(xt)``.
+* ``layer``: :class:`~tvm_ext.model_call.NumpyCall`'s Python hot path around ``echo``: all of
+  the above and the frames, over ``echo(xt)``;
+* ``native_layer``: its C path (:mod:`tvm_ext.native_call`) around ``echo``, over ``echo(xt)``
+  (left out when the C path cannot be built here).
 
 **cold** (the real VM function of one small model; each call right after a copy of
 ``--sweep-mb`` MB evicted the caches and TLBs, as a big model's kernels do before its outputs come
@@ -25,9 +27,10 @@ the median of the rounds kept), each over ``vm(xt)``:
 * ``vm``: the VM function on prepared tensors (absolute, not a difference);
 * ``ffi_input``: ``vm(x)``; ``output``: ``np.from_dlpack(vm(xt))``; ``exchange``: both
   (``dlpack_us`` of :mod:`bench.models`);
-* ``hot_path``: ``model._call.call(x)``; ``model``: ``model(x)`` (``overhead_us`` of
-  :mod:`bench.models`: a model of milliseconds pays about this cold cost, one of microseconds the
-  warm one).
+* ``hot_path``: the Python hot path (``NumpyCall(..., native=False).call(x)``); ``native``: the C
+  path (``native_call``; left out when it cannot be built); ``model``: ``model(x)``, on whichever
+  path is active (``overhead_us`` of :mod:`bench.models`: a model of milliseconds pays about this
+  cold cost, one of microseconds the warm one).
 
 ``--threads 1`` keeps the VM on the calling thread: on a loaded machine a worker woken after
 the sweep waits for a core, which is noise here, not overhead.
@@ -107,7 +110,8 @@ def warm_steps(x: np.ndarray) -> list[tuple[str, str, Callable[[], Any], Callabl
 
     echo = tvm_ffi.get_global_func("testing.echo")
     xt = tvm_ffi.from_dlpack(x, require_alignment=0)
-    layer = NumpyCall({"main": echo}, [("x", x.shape, x.dtype)]).call
+    layer = NumpyCall({"main": echo}, [("x", x.shape, x.dtype)], native=False).call
+    native = NumpyCall({"main": echo}, [("x", x.shape, x.dtype)])
     ndarray, shape, dtype, needed = np.ndarray, x.shape, x.dtype, _IN_PLACE
 
     def checks() -> bool:
@@ -117,37 +121,47 @@ def warm_steps(x: np.ndarray) -> list[tuple[str, str, Callable[[], Any], Callabl
     def nothing() -> None:
         return None
 
-    return [
+    steps = [
         ("checks", "the hot path's test of the input", checks, nothing),
         ("ffi_input", "the FFI's view of a numpy argument: echo(x) - echo(xt)", lambda: echo(x), lambda: echo(xt)),
         ("ffi_from_dlpack", "tvm_ffi.from_dlpack(x, require_alignment=0)",
          lambda: tvm_ffi.from_dlpack(x, require_alignment=0), nothing),
         ("runtime_from_dlpack", "tvm.runtime.from_dlpack(x)", lambda: tvm.runtime.from_dlpack(x), nothing),
         ("output", "np.from_dlpack(t) and its release", lambda: np.from_dlpack(xt), nothing),
-        ("layer", "NumpyCall around echo: checks, both exchanges, frames - echo(xt)", lambda: layer(x),
-         lambda: echo(xt)),
+        ("layer", "NumpyCall's Python path around echo: checks, both exchanges, frames - echo(xt)",
+         lambda: layer(x), lambda: echo(xt)),
     ]
+    if native.call_path == "native":
+        steps.append(("native_layer", "NumpyCall's C path around echo - echo(xt)", lambda: native.call(x),
+                      lambda: echo(xt)))
+    return steps
 
 
 def cold_steps(model: Any, xs: Sequence[np.ndarray]) -> list[tuple[str, str, Callable[[], Any], Callable[[], Any]]]:
     """(step, what it adds, call, reference) of each variant of the call on ``model``'s inputs ``xs``."""
-    from tvm_ext.model_call import numpy_outputs
+    from tvm_ext.model_call import NumpyCall, numpy_outputs
 
     vm, tensors = model.vm["main"], model._tensors(xs)
-    hot = model._call.call
+    hot = NumpyCall(model.vm, model.specs, alignment=model.input_alignment, native=False).call
+    native = NumpyCall(model.vm, model.specs, alignment=model.input_alignment)
     to_numpy = np.from_dlpack if type(vm(*tensors)) is type(tensors[0]) else numpy_outputs
 
     def reference():
         return vm(*tensors)
 
-    return [
+    steps = [
         ("vm", "the VM function on prepared tensors (absolute, not a difference)", reference, lambda: None),
         ("ffi_input", "numpy inputs handed to the FFI call", lambda: vm(*xs), reference),
         ("output", "outputs through np.from_dlpack", lambda: to_numpy(vm(*tensors)), reference),
         ("exchange", "both exchanges (bench.models' dlpack_us)", lambda: to_numpy(vm(*xs)), reference),
-        ("hot_path", "model._call.call(x): checks + both exchanges", lambda: hot(*xs), reference),
-        ("model", "model(x) (bench.models' overhead_us)", lambda: model(*xs), reference),
+        ("hot_path", "the Python hot path: checks + both exchanges + its frame", lambda: hot(*xs), reference),
     ]
+    if native.call_path == "native":
+        call = native.call
+        steps.append(("native", "the C path: checks + both exchanges in one C call", lambda: call(*xs), reference))
+    steps.append(("model", f"model(x), {model._call.call_path} path (bench.models' overhead_us)",
+                  lambda: model(*xs), reference))
+    return steps
 
 
 def main(argv: Sequence[str] | None = None) -> None:

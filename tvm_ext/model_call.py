@@ -16,6 +16,16 @@
   raises one :class:`~tvm_ext.errors.InputError` naming the input with its
   expected shape and dtype, or fixes alignment.
 
+**Two hot paths.** :attr:`NumpyCall.call` is the C function of
+:mod:`tvm_ext.native_call` when it can be built (a C compiler and the headers
+of Python, numpy and tvm_ffi; ``call_path == "native"``): the same checks, the
+input views, the FFI call and the output view in one C call, no Python frame
+or temporary object between (what counts when a long model has evicted the
+caches).  Without it (or for a function that is no ``tvm_ffi.Function``) it is
+:func:`_hot_path`, the same steps in one Python frame (``call_path ==
+"python"``).  Both give the same arrays and the same errors; each hands a call
+it refuses to the same checked path.
+
 **Alignment.** A module built by ``tvm_ext.compile`` declares its kernels'
 parameters aligned to one element
 (:mod:`tvm_ext.compile_steps.param_alignment`), so any C-contiguous input is
@@ -49,6 +59,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from tvm_ext.errors import InputError, ShapeError
+from tvm_ext.native_call import native_call
 from tvm_ext.zero_copy import as_tvm_view, is_aligned
 
 __all__ = ["NumpyCall", "numpy_outputs"]
@@ -149,16 +160,18 @@ class NumpyCall:
     ``specs``: ``(name, shape, dtype)`` of each parameter, in order.  Inputs are
     positional, or by name (``call(x=...)``).  ``alignment``: the bytes the
     kernels assume of an input's address (0: one element; see the module
-    docstring).
+    docstring).  ``native``: use the C call path when it can be built (see
+    :attr:`call_path`).
     """
 
     def __init__(self, vm: Any, specs: Sequence[tuple[str, Sequence[int], Any]], function: str = "main", *,
-                 alignment: int = 0):
+                 alignment: int = 0, native: bool = True):
         import tvm_ffi
 
         self.specs = [(str(n), tuple(int(d) for d in s), np.dtype(dt)) for n, s, dt in specs]
         self.names = [n for n, _, _ in self.specs]
         self.alignment = int(alignment)
+        self.native = native
         self._inputs = _CheckedInputs(self.specs, self.alignment)
         self._tensor_type = type(tvm_ffi.from_dlpack(np.zeros(1, "float32")))  # what the VM returns
         self.function = vm[function]  # looked up once, not at every call; builds :attr:`call`
@@ -180,9 +193,15 @@ class NumpyCall:
             out = fn(*tensors(inputs, named))
             return [np.from_dlpack(out)] if type(out) is tensor_type else numpy_outputs(out)
 
-        #: ``call(*inputs, **named)``: what ``model(x)`` runs (see :func:`_hot_path`)
-        self.call = _hot_path(fn, [(s, d) for _, s, d in self.specs], tensor_type, checked_call,
-                              in_place=not self.alignment)
+        plan = [(s, d) for _, s, d in self.specs]
+        native = native_call(fn, plan, checked_call, numpy_outputs, alignment=self.alignment) \
+            if self.native else None
+        #: ``call(*inputs, **named)``: what ``model(x)`` runs: the C path of :mod:`tvm_ext.native_call`
+        #: when ``fn`` is a ``tvm_ffi.Function`` and the path could be built, else :func:`_hot_path`
+        self.call = native if native is not None else _hot_path(fn, plan, tensor_type, checked_call,
+                                                                in_place=not self.alignment)
+        #: which of the two :attr:`call` is: ``"native"`` or ``"python"``
+        self.call_path = "python" if native is None else "native"
 
     @property
     def aligned_copies(self) -> int:
