@@ -1,0 +1,267 @@
+"""``model(x)``'s C path (:mod:`tvm_ext.native_call`): the same arrays and the same errors as the
+Python hot path, no reference left behind, outputs and inputs kept alive as long as they are used,
+and the Python path when the C one cannot be built."""
+from __future__ import annotations
+
+import gc
+import sys
+import threading
+
+import numpy as np
+import pytest
+
+onnx = pytest.importorskip("onnx")
+ort = pytest.importorskip("onnxruntime")
+
+import tvm_ext.compile as tc  # noqa: E402
+from tvm_ext import native_call  # noqa: E402
+from tvm_ext.errors import ConfigError, InputError  # noqa: E402
+from tvm_ext.model_call import NumpyCall  # noqa: E402
+from tvm_ext.models.frontends import from_onnx  # noqa: E402
+from tvm_ext.models.onnx_models import mlp_onnx  # noqa: E402
+from tvm_ext.zero_copy import empty_aligned  # noqa: E402
+
+pytestmark = pytest.mark.skipif(native_call.native_module() is None,
+                                reason=f"no C path here: {native_call.unavailable_reason()}")
+
+
+def _ort(proto, x: np.ndarray) -> np.ndarray:
+    opts = ort.SessionOptions()
+    opts.intra_op_num_threads, opts.inter_op_num_threads = 1, 1
+    sess = ort.InferenceSession(proto.SerializeToString(), opts, providers=["CPUExecutionProvider"])
+    return sess.run(None, {"x": x})[0]
+
+
+def _python_path(model) -> NumpyCall:
+    return NumpyCall(model.vm, model.specs, alignment=model.input_alignment, native=False)
+
+
+def _outcome(call, *args, **named):
+    """The arrays ``call`` returns, or (exception type, message) of what it raises."""
+    try:
+        return [np.array(a) for a in call(*args, **named)]
+    except Exception as e:  # noqa: BLE001 - compared between the two paths
+        return type(e), str(e)
+
+
+def _relax_model(build):
+    """A model compiled from the Relax function ``build(bb)`` emits into ``main``."""
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    build(bb, relax)
+    return tc.compile(bb.get(), tensorize="never")
+
+
+def _identity(bb, relax):
+    a = relax.Var("a", relax.TensorType((5, 3), "float32"))
+    with bb.function("main", [a]):
+        bb.emit_func_output(a)
+
+
+def _sum_and_product(bb, relax):
+    a = relax.Var("a", relax.TensorType((3, 4), "float32"))
+    b = relax.Var("b", relax.TensorType((3, 4), "float32"))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            out = bb.emit_output(relax.Tuple([bb.emit(relax.op.add(a, b)), bb.emit(relax.op.multiply(a, b))]))
+        bb.emit_func_output(out)
+
+
+@pytest.fixture(scope="module")
+def mlp():
+    proto = mlp_onnx([32, 64, 10], batch=4)
+    return proto, tc.compile(from_onnx(proto), tensorize="never")
+
+
+@pytest.mark.parametrize("sizes, batch", [([32, 64, 10], 4), ([24, 16, 8], 1)])
+def test_the_c_path_equals_the_python_path_and_onnx_runtime(sizes, batch):
+    proto = mlp_onnx(sizes, batch=batch, softmax=batch == 1)
+    model = tc.compile(from_onnx(proto), tensorize="never")
+    assert model._call.call_path == "native" and type(model.__call__).__name__ == "NativeCall"
+    x = model.random_inputs(3)[0]
+    (y,) = model(x)
+    np.testing.assert_allclose(y, _ort(proto, x), rtol=1e-4, atol=1e-4)
+    np.testing.assert_array_equal(y, _python_path(model)(x)[0])
+    assert y.flags.c_contiguous and y.flags.writeable and y.dtype == np.float32
+    assert type(y.base).__name__ == "PyCapsule"  # the capsule owns the VM's tensor
+
+
+def test_a_tuple_result_comes_back_through_the_python_conversion():
+    model = _relax_model(_sum_and_product)
+    xa, xb = model.random_inputs(2)
+    s, p = model(xa, xb)
+    np.testing.assert_allclose(s, xa + xb, rtol=1e-6)
+    np.testing.assert_allclose(p, xa * xb, rtol=1e-6)
+    for got, expected in zip(model(b=xb, a=xa), (s, p)):  # by name: the checked path
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_bad_inputs_raise_what_the_python_path_raises(mlp):
+    _, model = mlp
+    python = _python_path(model)
+    x = model.random_inputs(0)[0]
+    cases = [((np.zeros((4, 31), "float32"),), {}), ((x.astype("float64"),), {}), ((x.astype(">f4"),), {}),
+             ((np.asfortranarray(x),), {}), ((np.zeros((4, 64), "float32")[:, ::2],), {}), ((), {}),
+             ((x, x), {}), ((x,), {"y": x}), ((x,), {"x": x}), ((x.tolist(),), {}), ((None,), {})]
+    for args, named in cases:
+        native, expected = _outcome(model, *args, **named), _outcome(python, *args, **named)
+        assert isinstance(expected, tuple) and issubclass(expected[0], InputError), (args, named)
+        assert native == expected, (args, named)
+
+
+def test_refused_but_usable_inputs_take_the_checked_path_and_give_the_same_result(mlp):
+    """Read-only (viewed through an alias), off a 64-byte boundary (read in place), off its element's
+    alignment (copied once), a dtype equal to the planned one but another object: all as the Python path."""
+    proto, model = mlp
+    x = model.random_inputs(4)[0]
+    expected = _ort(proto, x)
+    ro = x.copy()
+    ro.flags.writeable = False
+    raw = empty_aligned(x.nbytes + 16, "uint8")
+    off16 = raw[16:].view(x.dtype).reshape(x.shape)
+    off16[...] = x
+    raw1 = empty_aligned(x.nbytes + 1, "uint8")
+    odd = raw1[1:].view(x.dtype).reshape(x.shape)
+    odd[...] = x
+    assert not odd.flags.aligned and off16.ctypes.data % 64 == 16
+    copies = model._call.aligned_copies
+    for a in (ro, off16, odd, x.view(np.dtype("float32", metadata={"unit": "m"}))):
+        (y,) = model(a)
+        np.testing.assert_allclose(y, expected, rtol=1e-4, atol=1e-4)
+        np.testing.assert_array_equal(y, _python_path(model)(a)[0])
+    assert model._call.aligned_copies == copies + 1  # the array off its element's alignment, copied once
+    assert not ro.flags.writeable
+
+
+def test_no_reference_or_buffer_is_left_behind_over_many_calls(mlp):
+    _, model = mlp
+    x = model.random_inputs(5)[0]
+    call = model._call.call
+    for _ in range(20):
+        model(x)
+    before = sys.getrefcount(x), sys.getrefcount(call)
+    addresses = set()
+    for _ in range(1000):
+        (y,) = model(x)
+        addresses.add(y.ctypes.data)
+        del y
+        model(x=x)  # the checked path builds the named dict and the inputs tuple in C
+        with pytest.raises(InputError):
+            model(x[:, :16])
+    gc.collect()
+    assert (sys.getrefcount(x), sys.getrefcount(call)) == before
+    assert len(addresses) <= 3  # each output's tensor went back to the VM's pool
+
+
+def test_outputs_and_inputs_live_as_long_as_an_array_uses_them():
+    """An output outlives its model; a function that returns its input gives back the caller's buffer,
+    and that array stays alive while the output views it, even when the caller drops it."""
+    model = _relax_model(_identity)
+    x = np.arange(15, dtype="float32").reshape(5, 3)
+    refs = sys.getrefcount(x)
+    (y,) = model(x)
+    held = sys.getrefcount(x) - refs  # (pytest's assertion rewriting keeps an assert's operands alive)
+    assert held == 1  # the output's view of the input holds the array
+    assert y.ctypes.data == x.ctypes.data
+    del model
+    gc.collect()
+    x_address = x.ctypes.data
+    del x
+    gc.collect()
+    assert y.ctypes.data == x_address
+    np.testing.assert_array_equal(y, np.arange(15, dtype="float32").reshape(5, 3))
+
+
+def test_an_output_survives_its_model(mlp):
+    proto, _ = mlp
+    model = tc.compile(from_onnx(proto), tensorize="never")
+    x = model.random_inputs(6)[0]
+    (y,) = model(x)
+    del model
+    gc.collect()
+    np.testing.assert_allclose(y, _ort(proto, x), rtol=1e-4, atol=1e-4)
+
+
+def test_an_error_inside_the_function_is_the_one_a_plain_call_raises():
+    """A plan that disagrees with the VM function's signature: the VM's own check raises, the same
+    exception (type and message) as the Python path's call of the function."""
+    import tvm
+    from tvm import relax
+
+    bb = relax.BlockBuilder()
+    _identity(bb, relax)
+    vm = relax.VirtualMachine(tvm.compile(bb.get(), "llvm"), tvm.cpu())
+    wrong = [("a", (3, 5), "float32")]
+    native, python = NumpyCall(vm, wrong), NumpyCall(vm, wrong, native=False)
+    assert native.call_path == "native" and python.call_path == "python"
+    x = np.zeros((3, 5), "float32")
+    got, expected = _outcome(native, x), _outcome(python, x)
+    assert isinstance(expected, tuple) and got == expected
+    refs = sys.getrefcount(x)
+    for _ in range(50):
+        _outcome(native, x)
+    assert sys.getrefcount(x) == refs
+
+
+def test_a_python_function_behind_the_ffi_runs_with_the_gil_taken_back():
+    """``release_gil``: the C path lets the GIL go around the call as tvm_ffi does; a Python function
+    behind the FFI takes it back, and errors it raises come out as themselves."""
+    import tvm_ffi
+
+    plan = [((4,), np.dtype("float64"))]
+    echo = native_call.native_call(tvm_ffi.convert(lambda a: a), plan, lambda i, n: None, list)
+    x = np.arange(4.0)
+    (y,) = echo(x)
+    assert y.ctypes.data == x.ctypes.data
+
+    def fail(a):
+        raise KeyError("from Python")
+
+    failing = native_call.native_call(tvm_ffi.convert(fail), plan, lambda i, n: None, list)
+    with pytest.raises(KeyError, match="from Python"):
+        failing(x)
+
+
+def test_threads_share_a_model(mlp):
+    proto, model = mlp
+    xs = [model.random_inputs(s)[0] for s in range(4)]
+    expected = [_ort(proto, x) for x in xs]
+    errors = []
+
+    def work(i):
+        try:
+            for _ in range(50):
+                np.testing.assert_allclose(model(xs[i])[0], expected[i], rtol=1e-4, atol=1e-4)
+        except AssertionError as e:
+            errors.append(e)
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == []
+
+
+def test_without_the_c_path_model_calls_take_the_python_path(monkeypatch, mlp):
+    """No C compiler (or no headers): the build's ConfigError is kept as the reason, and a model runs
+    its Python hot path with the same results."""
+    import tvm_ext.kernel_cache as kc
+
+    proto, _ = mlp
+
+    def no_compiler(user, alternative):
+        raise ConfigError(f"{user}: no C compiler found; {alternative}")
+
+    monkeypatch.setattr(native_call, "_STATE", {})
+    monkeypatch.setattr(kc, "c_compiler", no_compiler)
+    assert native_call.native_module() is None
+    assert "no C compiler found" in native_call.unavailable_reason()
+    model = tc.compile(from_onnx(proto), tensorize="never")
+    assert model._call.call_path == "python"
+    x = model.random_inputs(8)[0]
+    np.testing.assert_allclose(model(x)[0], _ort(proto, x), rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(native_call, "_STATE", {})
+    monkeypatch.setenv("TVM_EXT_NATIVE_CALL", "0")
+    assert native_call.native_module() is None and "TVM_EXT_NATIVE_CALL" in native_call.unavailable_reason()
