@@ -134,6 +134,33 @@ def test_refused_but_usable_inputs_take_the_checked_path_and_give_the_same_resul
     assert not ro.flags.writeable
 
 
+def test_a_module_with_tvms_alignment_reads_aligned_inputs_in_place_and_copies_the_others():
+    """``alignment=64`` (TVM's own declarations): the C path checks the address too; an input off the
+    boundary goes to the checked path, which copies it once."""
+    from tvm import relax
+
+    from tvm_ext.zero_copy import is_aligned
+
+    bb = relax.BlockBuilder()
+    a = relax.Var("a", relax.TensorType((8, 32), "float32"))
+    b = relax.Var("b", relax.TensorType((8, 32), "float32"))
+    with bb.function("main", [a, b]):
+        bb.emit_func_output(bb.emit(relax.op.add(relax.op.multiply(a, b), a)))
+    model = tc.llvm_only(bb.get())
+    assert model.input_alignment == 64 and model._call.call_path == "native"
+    xa, xb = model.random_inputs(1)
+    assert is_aligned(xa) and is_aligned(xb)
+    (y,) = model(xa, xb)
+    assert model._call.aligned_copies == 0
+    raw = empty_aligned(xa.nbytes + 16, "uint8")
+    off = raw[16:].view(xa.dtype).reshape(xa.shape)
+    off[...] = xa
+    (y_off,) = model(off, xb)
+    assert model._call.aligned_copies == 1
+    np.testing.assert_allclose(y, xa * xb + xa, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(y_off, y)
+
+
 def test_no_reference_or_buffer_is_left_behind_over_many_calls(mlp):
     _, model = mlp
     x = model.random_inputs(5)[0]
