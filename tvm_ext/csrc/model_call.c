@@ -204,7 +204,8 @@ static int tensor_array_list(TVMFFIAny* result, PyObject** out) {
   TVMFFIObjectHandle tensor = result->v_obj;
   DLTensor* t = (DLTensor*)((char*)tensor + sizeof(TVMFFIObject));
   int type = numpy_type_of(t->dtype);
-  if (type < 0 || t->device.device_type != kDLCPU || t->ndim > NPY_MAXDIMS) return 0;
+  /* (an empty tensor may have no buffer: numpy's own from_dlpack handles that one) */
+  if (type < 0 || t->device.device_type != kDLCPU || t->ndim > NPY_MAXDIMS || t->data == NULL) return 0;
   npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS];
   for (int i = 0; i < t->ndim; ++i) {
     dims[i] = t->shape[i];
