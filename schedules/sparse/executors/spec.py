@@ -55,12 +55,17 @@ class ExecParams:
       ``None`` = parallel unless the matrix is so small (stored entries x N
       below :data:`SERIAL_WORK`) that waking the thread pool costs more.
     * ``parts_per_thread``: parallel grain (parts per thread).
+    * ``row_runs``: scatter executors (CSB) sum each row's run of a block's entries in
+      registers (``True``) or add every entry straight into ``C`` (``False``); ``None`` =
+      runs, unless the matrix's run pattern says direct updates are faster
+      (:func:`~schedules.sparse.recipes.run_ends.with_row_runs`).
     """
 
     lanes: int | None = None
     unroll: int | None = None
     parallel: bool | None = None
     parts_per_thread: int = 4
+    row_runs: bool | None = None
 
     def resolve(self, dtype: str, n_cols: int | None, target: Any, *,
                 acc_rows: int = 1, work: int | None = None) -> "ExecParams":
@@ -97,7 +102,8 @@ class ExecParams:
 
     def kernel_key(self) -> tuple:
         """The knobs that change the generated code (cache signature part)."""
-        return (self.lanes, self.unroll, bool(self.parallel))
+        key = (self.lanes, self.unroll, bool(self.parallel))
+        return key if self.row_runs is None else key + (("row_runs", bool(self.row_runs)),)
 
     def n_parts(self, threads: int) -> int:
         """Parts of the parallel loop for ``threads`` threads."""

@@ -85,10 +85,13 @@ class ContainerKernels(FormatKernels):
         return RecipeKernels(self.recipe_for(fmt))
 
     def resolve(self, fmt, params, dtype, kind, n_cols, target):
-        from schedules.sparse.recipes.recipe import _resolve
+        from schedules.sparse.recipes.recipe import _resolve, scatter_row_runs
 
-        return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt),
-                        acc_rows=self.recipe_for(fmt).acc_rows(dtype))
+        recipe = self.recipe_for(fmt)
+        p = _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt), acc_rows=recipe.acc_rows(dtype))
+        if kind != "spmm":
+            return p
+        return scatter_row_runs(recipe, p, self.generated(fmt).arrays, dtype, kind, n_cols)
 
     def primfunc(self, fmt, params, kind, transpose):
         return self.recipe_for(fmt)._primfunc(np.dtype(self.value_dtype(fmt)).name, kind, params)[0]

@@ -32,7 +32,7 @@ import numpy as np
 from schedules.sparse.executors.codegen import check_dtype
 from schedules.sparse.executors.partition import balanced_parts, row_aligned_chunks, uniform_parts
 from schedules.sparse.executors.spec import SPMV_PARTIAL_SUMS, ExecParams, FormatKernels
-from schedules.sparse.recipes import lower, row_tile, scatter, vector_rows
+from schedules.sparse.recipes import lower, row_tile, run_ends, scatter, vector_rows
 from schedules.sparse.recipes.nest import (BufferRole, Role, SparseNest, csr_loop_nest,
                                            nest_from_primfunc)
 from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
@@ -333,6 +333,14 @@ def _resolve(params: ExecParams | None, dtype: str, kind: str, n_cols, target, w
     return p
 
 
+def scatter_row_runs(recipe, params: ExecParams, arrays, dtype: str, kind: str, n_cols) -> ExecParams:
+    """``params`` with the row-run choice of :func:`~.run_ends.with_row_runs` for ``recipe``'s
+    scatter executor on the matrix whose arrays are ``arrays`` (other lowerings: ``params``)."""
+    if kind != "spmm" or not isinstance(recipe, Recipe) or not isinstance(recipe._lowering(), Scatter):
+        return params
+    return run_ends.with_row_runs(recipe.nest(dtype, kind), params, arrays, n_cols)
+
+
 class RecipeKernels(FormatKernels):
     """The executor contract for a recipe's :class:`GeneratedFormat` (see ``executors.spec``)."""
 
@@ -350,8 +358,9 @@ class RecipeKernels(FormatKernels):
             raise InputError(f"{self.recipe.name}: format arrays missing: {missing}")
 
     def resolve(self, fmt, params, dtype, kind, n_cols, target):
-        return _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt),
-                        acc_rows=self.recipe.acc_rows(dtype))
+        p = _resolve(params, dtype, kind, n_cols, target, work=self.nnz(fmt),
+                     acc_rows=self.recipe.acc_rows(dtype))
+        return scatter_row_runs(self.recipe, p, fmt.arrays, dtype, kind, n_cols)
 
     def primfunc(self, fmt, params, kind, transpose):
         return self.recipe._primfunc(fmt.dtype.name, kind, params)[0]

@@ -7,8 +7,10 @@ registers (segmented sum); loops that own disjoint rows (CSB's block rows,
 marked by a :class:`~.steps.Tile` of the row) run in ``T.parallel`` over parts of
 about equal entries (``part``, :func:`block_parts`), each block scaling the output rows
 it owns before adding into them (one parallel region, the rows still in cache).  SpMM
-sums each row's run inside a block in registers; SpMV adds every entry straight into
-``C_out`` (one scalar lane: a run saves nothing, its end test costs a load and a branch).
+sums each row's run inside a block in registers (unless ``kernel.row_runs`` is off: the
+matrix's run ends too random for the branch predictor, :mod:`~.run_ends`); SpMV adds every
+entry straight into ``C_out`` (one scalar lane: a run saves nothing, its end test costs a
+load and a branch).
 
 The same nest gives ``A.T @ B`` (:func:`transposed`: the update's row and column
 exchanged, the column tile's loop outermost, where it owns disjoint output rows) and,
@@ -284,7 +286,7 @@ def emit_scatter(f: _Func, nest: SparseNest, kernel, part, *, row_sorted: bool, 
                 # loops from 0 (s_tir's CanonicalizeLoop misses the outer shift in a nested extent)
                 with f.loop("serial", 0, tirx.Min(b * size + size, hi) - b * size, "r") as r:
                     _scale_row(f, nest, tiers, b * size + r)
-            if row_runs and not guards and not spmv:
+            if row_runs and kernel.row_runs and not guards and not spmv:
                 # segmented sums keep a row's run of a block in vector registers; with one scalar
                 # lane (SpMV) a run saves nothing and its end test costs a load and a branch per entry
                 _blocked_runs(f, nest, tiers, b)

@@ -36,12 +36,14 @@ __all__ = ["MicroKernel", "Reorder", "RowTile", "Scatter"]
 class MicroKernel:
     """Resolved micro-kernel knobs: vector ``lanes`` over N, ``unroll`` vectors per row tile,
     ``parallel`` parts (``dynamic``: claimed by the threads at run time); SpMV interleaves
-    ``unroll`` partial sums."""
+    ``unroll`` partial sums; ``row_runs``: a scatter sums row runs in registers where the
+    nest's entries allow (else adds each entry into ``C``)."""
 
     lanes: int
     unroll: int
     parallel: bool
     dynamic: bool = False
+    row_runs: bool = True
 
     def chains(self, tier_unroll: int, spmv: bool) -> int:
         """Independent partial-sum sets: enough FMA chains in flight (``MIN_CHAINS``)."""
@@ -52,7 +54,8 @@ class MicroKernel:
     @classmethod
     def from_params(cls, params) -> "MicroKernel":
         return cls(int(params.lanes), int(params.unroll), bool(params.parallel),
-                   bool(getattr(params, "dynamic", False)) and bool(params.parallel))
+                   bool(getattr(params, "dynamic", False)) and bool(params.parallel),
+                   getattr(params, "row_runs", None) is not False)
 
 
 @dataclass(frozen=True)
