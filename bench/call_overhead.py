@@ -28,7 +28,9 @@ the median of the rounds kept), each over ``vm(xt)``:
 * ``ffi_input``: ``vm(x)``; ``output``: ``np.from_dlpack(vm(xt))``; ``exchange``: both
   (``dlpack_us`` of :mod:`bench.models`);
 * ``hot_path``: the Python hot path (``NumpyCall(..., native=False).call(x)``); ``native``: the C
-  path (``native_call``; left out when it cannot be built); ``model``: ``model(x)``, on whichever
+  path (``native_call``; left out when it cannot be built; it can read below zero: the reference
+  ``vm(xt)`` pays tvm_ffi's Python-level argument and result conversion, which the C path does
+  not); ``model``: ``model(x)``, on whichever
   path is active (``overhead_us`` of :mod:`bench.models`: a model of milliseconds pays about this
   cold cost, one of microseconds the warm one).
 
