@@ -271,6 +271,14 @@ def test_threads_share_a_model(mlp):
     assert errors == []
 
 
+def test_without_pythons_headers_the_reason_names_the_missing_one(monkeypatch, tmp_path):
+    """A machine without the Python development headers: no compile is tried, the reason says which."""
+    monkeypatch.setattr(native_call, "_STATE", {})
+    monkeypatch.setattr(native_call.sysconfig, "get_paths", lambda: {"include": str(tmp_path)})
+    assert native_call.native_module() is None
+    assert "Python.h not found" in native_call.unavailable_reason()
+
+
 def test_without_the_c_path_model_calls_take_the_python_path(monkeypatch, mlp):
     """No C compiler (or no headers): the build's ConfigError is kept as the reason, and a model runs
     its Python hot path with the same results."""

@@ -107,7 +107,8 @@ def native_module() -> Any | None:
             else:
                 try:
                     _STATE.update(module=_build(), reason=None)
-                except (TvmExtError, OSError, AttributeError, ValueError) as e:  # no compiler/headers/cache
+                except (TvmExtError, OSError, ImportError, RuntimeError, AttributeError, ValueError) as e:
+                    # no compiler or headers, a cache that is not private, a numpy the build does not match
                     _STATE.update(module=None, reason=f"{type(e).__name__}: {e}")
         return _STATE["module"]
 
