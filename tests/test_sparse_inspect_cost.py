@@ -33,6 +33,20 @@ def _node_blocks(nodes: int, dof: int, seed: int, mixed: bool) -> sp.csr_array:
 
 
 @needs_cc
+@settings(max_examples=25, deadline=None)
+@given(m=st.integers(1, 41), k=st.integers(1, 50), density=st.floats(0.0, 0.7), C=st.integers(1, 9),
+       seed=st.integers(0, 10_000), f64=st.booleans())
+def test_two_row_blocks_of_unrelated_rows_equal_scipys(m, k, density, C, seed, f64):
+    # R = 2 block rows whose rows differ (the two-pointer merge), with empty rows, rows that end
+    # early or late, and an odd row count (a last block row of one row)
+    A = sp.random(m, k, density=density, format="csr", random_state=seed)
+    A = canonical_csr(A, dtype="float64" if f64 else "float32")
+    got, want = to_bcsr(A, 2, C), _bcsr_scipy(A, 2, C)
+    for name in ("indptr", "bcol", "data"):
+        np.testing.assert_array_equal(getattr(got, name), getattr(want, name))
+
+
+@needs_cc
 @settings(max_examples=20, deadline=None)
 @given(nodes=st.integers(2, 60), dof=st.integers(1, 4), seed=st.integers(0, 50), mixed=st.booleans(),
        R=st.integers(1, 8), C=st.integers(1, 8), f64=st.booleans())

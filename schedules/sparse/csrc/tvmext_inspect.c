@@ -17,7 +17,8 @@
  * counts one block when the mark held another tag (it allocates its marks, one int32 per
  * block column, and returns -1 when it cannot).  The fill is an R-way merge of the block row's
  * sorted rows by kk: the smallest kk among the row heads is the next block, every head whose
- * column falls in it advances; blocks come out in block-column order.  (A mark-numbered
+ * column falls in it advances; blocks come out in block-column order (a block row of two rows
+ * by a two-pointer merge, merge2_*).  (A mark-numbered
  * scatter fill measured 1-2x slower than the merge: it reads every non-zero twice.)
  *
  * Column indices are int32 and sorted within each row (canonical CSR).
@@ -124,6 +125,46 @@ INLINE int count_impl(int32_t R, int32_t C, int32_t M, int32_t K, const int32_t 
     return 0;
 }
 
+/* A whole block row of two rows (R = 2): a two-pointer merge of rows a and b by block column,
+ * the pointers and the rows' ends in registers (the general R-way merge keeps its heads in arrays
+ * and finds the smallest by a loop: 3x slower on HPCG's 27-point rows at 2 x 1).  With C = 1 a
+ * block holds at most one entry per row, written with its partner (or a zero) in one step;
+ * otherwise each block is zeroed and each row's run of entries in it copied.  Returns the next
+ * block's index. */
+#define MERGE2_IMPL(NAME, T)                                                                      \
+INLINE int64_t NAME(int32_t C, const int32_t *ia, const T *va, int64_t na, const int32_t *ib,     \
+                    const T *vb, int64_t nb, int32_t *bcol, T *data, int64_t b) {                 \
+    int64_t i = 0, j = 0;                                                                         \
+    if (C == 1) {                                                                                 \
+        for (; i < na && j < nb; ++b) {                                                           \
+            int32_t ca = ia[i], cb = ib[j];                                                       \
+            T *blk = data + 2 * b;                                                                \
+            if (ca < cb) {                                                                        \
+                bcol[b] = ca; blk[0] = va[i++]; blk[1] = 0;                                       \
+            } else if (cb < ca) {                                                                 \
+                bcol[b] = cb; blk[0] = 0; blk[1] = vb[j++];                                       \
+            } else {                                                                              \
+                bcol[b] = ca; blk[0] = va[i++]; blk[1] = vb[j++];                                 \
+            }                                                                                     \
+        }                                                                                         \
+        for (; i < na; ++i, ++b) { bcol[b] = ia[i]; data[2 * b] = va[i]; data[2 * b + 1] = 0; }   \
+        for (; j < nb; ++j, ++b) { bcol[b] = ib[j]; data[2 * b] = 0; data[2 * b + 1] = vb[j]; }   \
+        return b;                                                                                 \
+    }                                                                                             \
+    while (i < na || j < nb) {                                                                    \
+        int32_t ka = i < na ? ia[i] / C : INT32_MAX, kb = j < nb ? ib[j] / C : INT32_MAX;         \
+        int32_t k = ka < kb ? ka : kb, c0 = k * C;                                                \
+        T *blk = data + b * 2 * C;                                                                \
+        for (int32_t q = 0; q < 2 * C; ++q) blk[q] = 0;                                           \
+        bcol[b++] = k;                                                                            \
+        for (; i < na && ia[i] < c0 + C; ++i) blk[ia[i] - c0] = va[i];                            \
+        for (; j < nb && ib[j] < c0 + C; ++j) blk[C + ib[j] - c0] = vb[j];                        \
+    }                                                                                             \
+    return b;                                                                                     \
+}
+MERGE2_IMPL(merge2_f32, float)
+MERGE2_IMPL(merge2_f64, double)
+
 /* Per block row: an R-way merge of its sorted rows by block column (the smallest head's kk is
  * the next block; every head in it advances), each block zeroed then written; rows of one
  * pattern (pattern[ib], found by the count pass) are copied run by run instead, a whole block
@@ -134,7 +175,7 @@ INLINE int count_impl(int32_t R, int32_t C, int32_t M, int32_t K, const int32_t 
         for (int32_t r = 0; r < (NR); ++r)                                                        \
             blk[(int64_t)r * C + off] = values[p + pos[r]];                                       \
     } while (++p < e && indices[p] / C == k0)
-#define FILL_IMPL(NAME, T)                                                                        \
+#define FILL_IMPL(NAME, T, MERGE2)                                                                \
 INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices,  \
                  const T *values, int64_t br0, int64_t br1, const int64_t *bptr, int32_t *bcol,   \
                  T *data, const uint8_t *pattern) {                                               \
@@ -167,6 +208,12 @@ INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const i
             }                                                                                     \
             continue;                                                                             \
         }                                                                                         \
+        if (R == 2 && 2 * ib + 1 < M) {  /* both rows present */                                  \
+            int64_t a0 = indptr[2 * ib], a1 = indptr[2 * ib + 1], a2 = indptr[2 * ib + 2];        \
+            MERGE2(C, indices + a0, values + a0, a1 - a0, indices + a1, values + a1, a2 - a1,     \
+                   bcol, data, b);                                                                \
+            continue;                                                                             \
+        }                                                                                         \
         int32_t nr = open_rows(R, C, M, indptr, indices, ib, pos, end, kk);                       \
         for (int32_t kmin = smallest(kk, nr); kmin != INT32_MAX; kmin = smallest(kk, nr), ++b) {  \
             T *blk = data + b * rc;                                                               \
@@ -182,8 +229,8 @@ INLINE void NAME(int32_t R, int32_t C, int32_t M, const int32_t *indptr, const i
     }                                                                                             \
 }
 
-FILL_IMPL(fill_impl_f32, float)
-FILL_IMPL(fill_impl_f64, double)
+FILL_IMPL(fill_impl_f32, float, merge2_f32)
+FILL_IMPL(fill_impl_f64, double, merge2_f64)
 
 /* Each entry point dispatches the common block widths to a copy with C a constant (the
  * division by C becomes a multiply), and the fill also the common heights (its R-way merge
