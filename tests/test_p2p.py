@@ -198,3 +198,69 @@ def test_unknown_policy_is_refused():
     ps = p2p_schedule(level_sets(lap2d(4)), 2)
     with pytest.raises(ConfigError, match="policy"):
         P2PExecutor(ps, what="test", policy="fast")
+
+
+def test_super_rows_are_chosen_where_dependences_skip_levels():
+    from schedules.sparse.super_rows import skips_levels
+
+    wide27 = level_sets(sp.csr_array(sp.tril(lap3d(30, 27))))
+    assert skips_levels(wide27) and not skips_levels(level_sets(lap3d(30)))
+    ps = p2p_schedule(wide27, 2)
+    # grid lines of 30 rows become tasks: far fewer (coarse) levels and waits than row levels
+    rows = p2p_schedule(wide27, 2, run_order="level")
+    assert ps.super_rows and not rows.super_rows
+    assert ps.levels < rows.levels and ps.waits[0] < rows.waits[0]
+    # too few super-rows per coarse level to keep 2 threads busy: "auto" keeps the row levels
+    assert not p2p_schedule(level_sets(lap3d(6, 27)), 2).super_rows
+    assert not p2p_schedule(level_sets(lap2d(30)), 2).super_rows
+    with pytest.raises(ConfigError, match="run_order"):
+        p2p_schedule(wide27, 2, run_order="natural")
+
+
+def _check_super_row_runs(ps, sched):
+    """A thread's rows of one super-row run consecutively, in sweep order, on one thread."""
+    from schedules.sparse.super_rows import super_row_levels
+
+    _, grp = super_row_levels(sched)
+    grp_of_orig = np.empty_like(grp)
+    grp_of_orig[sched.perm] = grp
+    g = grp_of_orig[ps.perm]
+    owner = np.repeat(np.arange(ps.threads), np.diff(ps.thread_ptr))
+    first = np.r_[True, g[1:] != g[:-1]]
+    assert np.unique(g[first]).size == first.sum()        # never split, never interleaved
+    assert (owner[1:][~first[1:]] == owner[:-1][~first[1:]]).all()
+    step = np.diff(ps.perm.astype(np.int64))[~first[1:]]
+    assert (step == (1 if sched.lower else -1)).all()
+
+
+@settings(max_examples=10, deadline=None)
+@given(n=st.integers(1, 150), density=st.floats(0.0, 0.12), seed=st.integers(0, 10_000),
+       lower=st.booleans(), threads=st.integers(1, 3))
+def test_super_row_schedule_solves_triangular_systems(n, density, seed, lower, threads):
+    A = random_matrix(n, density, seed)
+    T = sp.csr_array(sp.tril(A) if lower else sp.triu(A))
+    s = level_sets(T, lower=lower)
+    ps = p2p_schedule(s, threads, run_order="super_rows")
+    _check_super_row_runs(ps, s)
+    b = np.random.default_rng(seed).standard_normal(n)
+    ex = P2PExecutor(ps, what="test", policy="replay" if threads > pool_threads() else "auto")
+    x = ex.run_numpy(b, np.zeros(n), FORWARD, 1)
+    np.testing.assert_allclose(x, spla.spsolve_triangular(T, b, lower=lower), rtol=1e-10, atol=1e-10)
+
+
+@pytest.mark.parametrize("A", [lap3d(8, 27), random_matrix(250, 0.03, 11)], ids=["27pt", "unsym"])
+def test_super_row_gauss_seidel_equals_natural_order_sweeps(A):
+    # the unsymmetric pattern stores some dependences in the earlier row only (pushed levels)
+    s = level_sets(A)
+    ps = p2p_schedule(s, pool_threads(), run_order="super_rows")
+    _check_super_row_runs(ps, s)
+    serial = GaussSeidel(A, parallel=False)
+    par = P2PExecutor(ps, what="test", policy="parallel")
+    rep = P2PExecutor(ps, what="test", policy="replay")
+    rng = np.random.default_rng(6)
+    b, x0 = rng.standard_normal(A.shape[0]), rng.standard_normal(A.shape[0])
+    for mode, method in enumerate(("forward", "backward", "symmetric")):
+        want = getattr(serial, method)(x0, b, sweeps=2)
+        got = par.run_numpy(b, x0, mode, 2)
+        np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
+        np.testing.assert_array_equal(rep.run_numpy(b, x0, mode, 2), got)
