@@ -137,13 +137,19 @@ def test_explain_puts_whole_formats_before_block_shapes_in_the_exclusions():
     assert len(lines) <= 6 and ("more excluded" in text) == (len(plan.choice.excluded) > 6)
 
 
-def test_a_measured_plan_keeps_the_model_choice_built_on_the_whole_matrix():
-    # the model's choice is built on the whole matrix while the candidates are timed on a block
+def test_a_measured_plan_builds_the_kept_candidate_on_the_whole_matrix():
+    # the candidates are timed on a block; only the kept one is built on the whole matrix
+    from schedules.sparse.inspectors import INSPECTORS
+
     A = block_fem(400, 3, 3, seed=3)
     plan = inspect(A, n_cols=8, measure=True, dtype="float64")
     assert plan.format.shape == A.shape and plan.inspect_seconds > 0
     if plan.choice.measurement is not None:
         assert plan.label == plan.choice.measurement.chosen
+    want = INSPECTORS[plan.format_name](A, **plan.args)
+    for name, arr in vars(want).items():
+        if isinstance(arr, np.ndarray):
+            np.testing.assert_array_equal(getattr(plan.format, name), arr)
     B = np.random.default_rng(0).standard_normal((A.shape[1], 8))
     np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-10)
 
@@ -168,11 +174,31 @@ def test_a_measured_plan_drops_a_model_choice_that_cannot_be_built():
     np.testing.assert_allclose(plan.build()(B), A @ B, rtol=1e-10)
 
 
+def test_a_timed_choice_the_whole_matrix_refuses_gives_way_to_the_next_fastest():
+    from schedules.sparse.choice import Measurement
+    from schedules.sparse.plan import _build_kept
+    from tvm_ext.workloads import canonical_csr, rmat
+
+    A = canonical_csr(rmat(9))  # DIA's fill limit refuses the whole matrix
+    scored = ((Candidate("dia"), 1.0), (Candidate("ell"), 1.5), (Candidate("csr"), 2.0))
+    meas = Measurement({"dia": 1e-4, "csr": 2e-4, "ell": 3e-4}, 4, 0, 10, 100, 0.15, "dia")
+    choice = Choice(Candidate("dia"), {c.label: v for c, v in scored}, {}, "always DIA", "test",
+                    measurement=meas, scored=scored)
+    kept, fmt = _build_kept(A, choice)
+    assert kept.candidate == Candidate("csr") and fmt.name == "csr"
+    assert "could not be built on the whole matrix" in kept.reason and "dia" in kept.reason
+    with pytest.raises(InputError):  # an untimed choice has no alternative: the inspector's error
+        _build_kept(A, Choice(Candidate("dia"), {}, {}, "always DIA", "test"))
+
+
 def test_explain_shows_the_runs_construction_is_priced_over():
     A = block_fem(400, 3, 3, seed=3)
     plan = inspect(A, n_cols=8, measure=True, expected_runs=250)
     assert plan.choice.measurement is not None and plan.choice.measurement.expected_runs == 250
     assert "priced over 250 expected runs" in plan.explain()
+    meas = plan.choice.measurement
+    for label in meas.seconds:  # each timed format's construction, in runs of the model's choice
+        assert f"{label} {meas.build_seconds[label] / meas.seconds[meas.model_choice]:.1f}" in plan.explain()
     assert "not priced" in inspect(A, n_cols=8, measure=True, expected_runs=None).explain()
     for bad in (0, -3, float("nan"), "100", True):
         with pytest.raises(InputError, match="expected_runs"):

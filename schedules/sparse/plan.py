@@ -21,11 +21,12 @@ True
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from schedules.sparse.choice import Measurement
 from schedules.sparse.formats import SparseFormat
 from schedules.sparse.inspectors import INSPECTORS
 from schedules.sparse.selection import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION, Candidate, Choice,
@@ -92,10 +93,7 @@ class Plan:
         if len(excluded) > 6:
             lines.append(f"  ... and {len(excluded) - 6} more excluded block shapes or formats")
         if self.choice.measurement is not None:
-            lines.append("  construction not priced (expected_runs=None)" if self.expected_runs is None else
-                         f"  construction priced over {self.expected_runs:g} expected runs: a format timed faster "
-                         f"than the model's choice replaces it only when its gain per run x {self.expected_runs:g} "
-                         f"runs exceeds its extra construction time")
+            lines.append(_construction_line(self.choice.measurement, self.expected_runs))
         knobs = executor_params(self.format_name, self.features, "spmv" if self.n_cols == 1 else "spmm")
         if knobs is not None:
             rl = self.features["row_length"]
@@ -104,6 +102,21 @@ class Plan:
                      f"selection {self.select_seconds * 1e3:.1f} ms "
                      f"(features {self.features_seconds * 1e3:.1f} ms)")
         return "\n".join(lines)
+
+
+def _construction_line(meas: Measurement, expected_runs: float | None) -> str:
+    """How construction was priced: each timed format's inspector, timed on the block (on the
+    whole matrix's threads), in runs of the model's choice on the block -- the ratio the whole
+    matrix keeps, both growing with its non-zeros -- and the rule a faster format had to meet."""
+    run = meas.seconds.get(meas.model_choice)
+    costs = ", ".join(f"{label} {meas.build_seconds[label] / run:.1f}" for label in meas.seconds
+                      if run and label in meas.build_seconds)
+    built = f"; construction in runs of {meas.model_choice}: {costs}" if costs else ""
+    if expected_runs is None:
+        return f"  construction not priced (expected_runs=None){built}"
+    return (f"  construction priced over {expected_runs:g} expected runs{built}; a format timed faster than the "
+            f"model's choice replaces it only when its gain per run x {expected_runs:g} runs exceeds its extra "
+            f"construction")
 
 
 def _value_dtype(A: Any, dtype: Any) -> str:
@@ -148,10 +161,12 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
       ``False`` never.
     * ``expected_runs``: how many products the caller expects to run with the
       plan (default :data:`~schedules.sparse.timed_choice.EXPECTED_RUNS`, 100).
-      A timed candidate replaces the model's choice, built first,
-      only when its gain per run times ``expected_runs`` exceeds its
-      construction time (:meth:`~schedules.sparse.choice.Measurement.pays`);
-      ``None`` keeps any clear winner whatever it costs to build.
+      A timed candidate replaces the model's choice only when its gain per
+      run times ``expected_runs`` exceeds what building it costs beyond the
+      model's choice, both inspectors timed on the block
+      (:meth:`~schedules.sparse.choice.Measurement.pays`; :meth:`Plan.explain`
+      shows each in runs); ``None`` keeps any clear winner whatever it costs
+      to build.  Only the kept candidate is built on the whole matrix.
 
     >>> import numpy as np, scipy.sparse as sp
     >>> inspect(sp.eye(4, dtype=np.float64, format="csr"), 2).build().dtype
@@ -166,44 +181,50 @@ def inspect(A: Any, n_cols: int = 1, *, dtype: Any = None, selector: Selector | 
     t0 = time.perf_counter()
     feats = sparse_features(csr)
     t_feats = time.perf_counter() - t0
-    model: tuple[Candidate, SparseFormat | None, BaseException | None] | None = None
-    t_model = 0.0
     if format is not None:
         choice = _forced_choice(format, format_args)
     else:
         choice = select_format(csr, int(n_cols), selector=selector, features=feats, measure=False)
         if measure or (measure is None and feats["nnz"] >= MEASURE_MIN_NNZ):
-            # the model's choice is built on the whole matrix first, on every core (it is the kept
-            # choice most of the time), then the candidates are built and timed on a block.  Built
-            # on a thread of its own beside the candidates' builds, it waited for the GIL behind
-            # their Python (the switch interval, 5 ms a turn): 20-45 runs of construction where
-            # it alone takes 1-3.
-            t_m = time.perf_counter()
-            model = (choice.candidate, *_built(csr, choice.candidate))
-            t_model = time.perf_counter() - t_m
+            # the candidates are timed on a block first and only the kept one is built on the whole
+            # matrix: building the model's choice first cost a whole construction every time the
+            # timing replaced it (HPCG's CSR copy, fem3x3's 3x3 blocks before its 3x1 ones)
             choice = measure_close_candidates(csr, int(n_cols), choice,
                                               max_row_fraction=MEASURE_ROW_FRACTION if feats["nnz"] > MEASURE_NNZ
-                                              else 1.0, expected_runs=expected_runs,
-                                              built=model[1] is not None)
+                                              else 1.0, expected_runs=expected_runs)
     t1 = time.perf_counter()
-    if model is not None and model[0] == choice.candidate:
-        if model[2] is not None:
-            raise model[2]
-        fmt, t_format = model[1], t_model
-    else:
-        fmt = INSPECTORS[choice.format](csr, **choice.args, check_finite=False)  # checked above
-        t_format = time.perf_counter() - t1
-    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t_format, select_seconds=t1 - t0 - t_model,
+    choice, fmt = _build_kept(csr, choice)
+    t_format = time.perf_counter() - t1
+    return Plan(choice, fmt, int(n_cols), csr, feats, inspect_seconds=t_format, select_seconds=t1 - t0,
                 features_seconds=t_feats, expected_runs=expected_runs)
 
 
-def _built(csr: Any, candidate: Candidate) -> tuple[SparseFormat | None, BaseException | None]:
-    """``candidate``'s format on ``csr``, or the error its inspector raised (a model's choice the
-    whole matrix refuses, e.g. DIA past its fill limit: the timed candidates decide then)."""
+def _build_kept(csr: Any, choice: Choice) -> tuple[Choice, SparseFormat]:
+    """``choice``'s format on the whole of ``csr``, the inspector's checks off (``inspect``
+    validated ``csr``).  A timed choice whose inspector refuses the whole matrix (DIA past its
+    fill limit, which a block may stay within) gives way to the next timed candidate, fastest
+    first, the reason saying so; an untimed one raises the inspector's error."""
+    meas = choice.measurement
     try:
-        return INSPECTORS[candidate.format](csr, **candidate.args, check_finite=False), None
+        return choice, INSPECTORS[choice.format](csr, **choice.args, check_finite=False)
     except (InputError, ConfigError, MemoryError) as err:
-        return None, err
+        if meas is None:
+            raise
+        refused = err
+    by_label = {c.label: c for c, _ in choice.scored}
+    ranked = sorted((t, label) for label, t in meas.seconds.items() if label != choice.candidate.label)
+    for _, label in ranked:
+        cand = by_label.get(label)
+        if cand is None:
+            continue
+        try:
+            fmt = INSPECTORS[cand.format](csr, **cand.args, check_finite=False)
+        except (InputError, ConfigError, MemoryError):
+            continue
+        reason = (f"{cand.label}: the next fastest when timed; the kept {choice.candidate.label} could not be "
+                  f"built on the whole matrix ({type(refused).__name__}: {refused}); {choice.reason}")
+        return replace(choice, candidate=cand, reason=reason), fmt
+    raise refused
 
 
 #: :func:`inspect` under a name that does not shadow the standard library's

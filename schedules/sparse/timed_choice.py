@@ -124,9 +124,9 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     The model's choice stays unless another beats it by more than ``override`` in the
     median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
-    ``spent_seconds``.  ``built=True`` says that the model's choice is built
-    on the whole matrix already (:func:`~schedules.sparse.plan.inspect` builds
-    it first): keeping it costs nothing more.  ``expected_runs`` prices construction: a faster
+    ``spent_seconds``.  ``built=True`` says that the caller has built the
+    model's choice on the whole matrix already: keeping it costs nothing more
+    (:func:`~schedules.sparse.plan.inspect` builds only the kept candidate, after the timing).  ``expected_runs`` prices construction: a faster
     candidate is kept only when its gain per run over that many runs pays for its inspector
     (:meth:`Measurement.pays`, the inspectors timed on the block on one thread, divided by the
     threads the whole matrix's inspectors split over); ``None`` does not price it.
