@@ -280,6 +280,22 @@ def _task_levels(sched: LevelSchedule, run_order: str,
     return lev, np.arange(n, dtype=np.int64), sched.level_ptr, None
 
 
+def _task_ends(owner: np.ndarray, level: np.ndarray, thread_ptr: np.ndarray,
+               n_levels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per row (thread-major numbering), the forward and backward run positions just
+    past its task.  A task is a thread's chunk of one level: rows with equal
+    (owner, level), contiguous in this numbering."""
+    n = owner.size
+    gkey = owner.astype(np.int64) * (n_levels + 1) + level
+    new_task = np.r_[True, gkey[1:] != gkey[:-1]] if n else np.zeros(0, bool)
+    task_id = np.cumsum(new_task) - 1
+    first = np.flatnonzero(new_task)
+    last = np.r_[first[1:], n] - 1
+    fend = ((last - thread_ptr[owner[first]]) + 1)[task_id].astype(_I32)
+    bend = (thread_ptr[owner[first] + 1] - first)[task_id].astype(_I32)
+    return fend, bend
+
+
 def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") -> P2PSchedule:
     """Partition a level schedule over ``threads`` and derive the point-to-point waits.
 
@@ -291,14 +307,11 @@ def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") ->
     reads.  The neighbour scan is one row-parallel TIR kernel; numpy handles
     only the rows that have a wait.
 
-    ``run_order``: ``"level"`` cuts the row levels into tasks; ``"super_rows"``
-    the levels of super-rows (:mod:`schedules.sparse.super_rows`: runs of
-    consecutive rows kept whole, on one thread, in their original order), which
-    keeps the natural order's locality where a row's predecessors span many
-    levels (27-point stencils: each thread then runs its half as fast as the
-    serial sweep runs it, instead of about 0.7x); ``"auto"`` (default) takes
-    super-rows where most dependences skip a level and the coarse levels still
-    hold :data:`MIN_SUPER_ROWS` super-rows per thread.
+    ``run_order``: ``"level"`` cuts the row levels into tasks, ``"super_rows"``
+    the levels of super-rows (:mod:`schedules.sparse.super_rows`), which keep the
+    natural order's locality where a row's predecessors span many levels;
+    ``"auto"`` (default) takes super-rows where most dependences skip a level and
+    the coarse levels still hold :data:`MIN_SUPER_ROWS` super-rows per thread.
 
     >>> from schedules.sparse.level_sets import level_sets
     >>> from tvm_ext.workloads import lap2d
@@ -325,17 +338,9 @@ def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") ->
     idx = np.arange(n, dtype=_I32)
     fpos = idx - thread_ptr[owner]              # forward run position inside the thread
     bpos = thread_ptr[owner + 1] - 1 - idx      # backward run position
-    # task = a thread's chunk of one level: rows with equal (owner, level) are
-    # contiguous in the thread-major numbering; run positions just past each task
     level = lev[order].astype(_I32)
     n_levels = level_ptr.size - 1
-    gkey = owner.astype(np.int64) * (n_levels + 1) + level
-    new_task = np.r_[True, gkey[1:] != gkey[:-1]] if n else np.zeros(0, bool)
-    task_id = np.cumsum(new_task) - 1
-    first = np.flatnonzero(new_task)
-    last = np.r_[first[1:], n] - 1
-    fend = ((last - thread_ptr[owner[first]]) + 1)[task_id].astype(_I32)
-    bend = (thread_ptr[owner[first] + 1] - first)[task_id].astype(_I32)
+    fend, bend = _task_ends(owner, level, thread_ptr, n_levels)
     scan = C
     if not sched.edges_in_rows and n:   # an entry may be stored in one of its two rows only
         pat = sp.csr_array((np.ones(C.nnz, np.int8), C.indices, C.indptr), shape=C.shape)
