@@ -271,8 +271,8 @@ def _task_levels(sched: LevelSchedule, run_order: str,
         lev, grp = super_row_levels(sched)
         # "auto" keeps them only where a coarse level still holds several super-rows per thread
         if run_order == "super_rows" or grp.max() + 1 >= MIN_SUPER_ROWS * threads * (lev.max() + 1):
-            key = sched.perm.astype(np.int64) if sched.lower else -sched.perm.astype(np.int64)
-            seq = np.lexsort((key, lev))
+            by_level = np.argsort(lev[sched.iperm][::1 if sched.lower else -1], kind="stable")
+            seq = sched.iperm[by_level if sched.lower else n - 1 - by_level]  # sweep order inside
             level_ptr = np.zeros(int(lev.max()) + 2, dtype=_I32)
             np.cumsum(np.bincount(lev, minlength=level_ptr.size - 1), out=level_ptr[1:])
             return lev, seq, level_ptr, grp[seq]

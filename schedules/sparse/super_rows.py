@@ -47,7 +47,7 @@ _I32 = np.int32
 MAX_ROWS = 128
 #: super-rows are used when more than this share of the dependences skip a level
 SKIP_SHARE = 0.5
-_SAMPLE_ROWS = 20000
+_SAMPLE_ROWS = 4000
 
 
 def skips_levels(sched: LevelSchedule) -> bool:
