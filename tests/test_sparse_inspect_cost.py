@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from schedules.sparse.inspectors import _bcsr_scipy, _ell_rows, to_bcsr, to_ell
 from schedules.sparse.native import inspect_helpers
-from schedules.sparse.selection import _compiled_block_counter, _structure_stats
+from schedules.sparse.features import _compiled_block_counter, _structure_stats
 from schedules.sparse.timed_choice import _interleaved_runs
 from tvm_ext.workloads import block_fem, canonical_csr, matrix_stats
 from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, _sampled_block_counts, estimate_block_fill
@@ -114,6 +114,24 @@ def test_the_estimate_is_the_same_with_the_compiled_count():
     plain = estimate_block_fill(A, **kw)
     fast = estimate_block_fill(A, count_blocks=_compiled_block_counter(A), **kw)
     assert not plain.exact and plain.fill == fast.fill and plain.bound == fast.bound
+
+
+@needs_cc
+@pytest.mark.parametrize("seed", [0, 5])
+def test_the_feature_passes_on_threads_give_the_serial_features(seed):
+    from schedules.sparse.features import FILL_MIN_BLOCK_ROWS, FILL_SAMPLE_FRACTION, sparse_features
+
+    A = _node_blocks(3000, 3, 1, True)  # > EXACT_FILL_NNZ non-zeros: sampled, its passes on threads
+    got = sparse_features(A, seed=seed)
+    want = estimate_block_fill(A, SELECTOR_BLOCK_SIZES, fraction=FILL_SAMPLE_FRACTION,
+                               min_block_rows=FILL_MIN_BLOCK_ROWS, seed=seed)
+    assert not want.exact and list(got["block_fill"]) == list(want.fill)
+    for shape in want.fill:
+        np.testing.assert_equal((got["block_fill"][shape], got["block_fill_bound"][shape]),
+                                (want.fill[shape], want.bound[shape]))
+    stats = matrix_stats(A, block_sizes=(1,), symmetry=False)
+    assert got["row_length"]["histogram"] == stats["row_length"]["histogram"]
+    np.testing.assert_array_equal(got["_row_lengths"], np.diff(A.indptr))
 
 
 @needs_cc

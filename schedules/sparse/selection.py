@@ -63,12 +63,11 @@ import numpy as np
 
 from schedules.sparse.choice import Candidate, Choice, Selector
 from schedules.sparse.executors.codegen import SUPPORTED_DTYPES
+from schedules.sparse.features import sparse_features
 from schedules.sparse.timed_choice import (MEASURE_MIN_NNZ, MEASURE_NNZ, MEASURE_ROW_FRACTION,
                                            measure_close_candidates)
 from tvm_ext.errors import InputError
-from tvm_ext.workloads import canonical_csr, matrix_stats, row_lengths
-from tvm_ext.workloads.stats import SELECTOR_BLOCK_SIZES, estimate_block_fill
-from tvm_ext.workloads.stats import _histogram as row_length_histogram
+from tvm_ext.workloads import canonical_csr
 
 __all__ = [
     "Candidate",
@@ -108,131 +107,6 @@ ROW_VECTOR_SPMV = ("sell", "dia")
 #: paired rounds) it ran 0.84-0.89x CSR's speed though modelled 1.2x lighter: about 6 bytes
 #: per slot (it ran 0.67x, 16 bytes, when every slot tested the matrix edge).
 DIA_SPMM_SLOT_BYTES = 6
-
-
-#: Share of block rows the selector's block-fill estimate reads (OSKI samples 1-2%; half a percent
-#: of a million-row matrix is still thousands of block rows), and the
-#: fewest block rows per R; the estimate's bound (``block_fill_bound``) widens as the sample shrinks.
-FILL_SAMPLE_FRACTION = 0.005
-FILL_MIN_BLOCK_ROWS = 256
-
-
-#: The occupied-diagonal count stops past this many (``diagonals_exact`` is then False and
-#: ``diagonals`` the count found so far): DIA is a candidate only with at most
-#: ``max_dia_streams`` diagonals (:class:`AnalyticCostModel`'s default, 16), and counting
-#: further costs a full pass over the non-zeros (HPCG's 27 diagonals, a Q1 elasticity
-#: matrix's 17) where the pass otherwise stops within the first rows.  A selector that allows
-#: more streams takes features counted with ``sparse_features(A, diagonal_limit=...)``.
-DIAGONAL_COUNT_LIMIT = 16
-
-
-def sparse_features(A: Any, *, seed: int = 0, diagonal_limit: int = DIAGONAL_COUNT_LIMIT) -> dict[str, Any]:
-    """Selector features of a matrix: :func:`matrix_stats`'s keys plus row lengths.
-
-    The R x C block fill (R, C in :data:`SELECTOR_BLOCK_SIZES`) is estimated
-    from a sample of block rows on large matrices, with its error bound in
-    ``block_fill_bound`` (:func:`~tvm_ext.workloads.estimate_block_fill`).  The occupied
-    diagonals come from one compiled pass over the non-zeros
-    (:func:`~schedules.sparse.native.inspect_helpers`) that stops once it has
-    found more than ``diagonal_limit`` (``diagonals_exact`` says
-    whether it finished; :func:`matrix_stats` without a C compiler); the
-    bandwidth comes from each row's first and last column.  The sampled block
-    rows are counted by the compiled helper too (the numpy count without it).
-    ``_row_lengths`` (an array) rides along for exact SELL/HYB padding counts;
-    ``dtype`` names the value dtype the cost model prices.
-
-    >>> from tvm_ext.workloads import lap2d
-    >>> f = sparse_features(lap2d(10))
-    >>> f["diagonals"], f["bandwidth"], f["block_fill"]["1x1"]
-    (5, 10, 1.0)
-    """
-    A = canonical_csr(A, allow_nan=True)
-    feats = _structure_stats(A, diagonal_limit)
-    if feats is None:  # no compiled helper: the stats module's numpy passes
-        feats = matrix_stats(A, block_sizes=(1,), sample=True, symmetry=False, seed=seed,
-                             sample_fraction=FILL_SAMPLE_FRACTION)
-        feats["diagonals_exact"] = True
-    est = estimate_block_fill(A, SELECTOR_BLOCK_SIZES, fraction=FILL_SAMPLE_FRACTION,
-                              min_block_rows=FILL_MIN_BLOCK_ROWS, seed=seed,
-                              count_blocks=_compiled_block_counter(A))
-    feats["block_fill"] = est.fill
-    feats["block_fill_bound"] = est.bound
-    feats["block_fill_sampled"] = min(est.fraction.values(), default=1.0)
-    feats["_row_lengths"] = row_lengths(A)
-    feats["dtype"] = A.dtype.name
-    return feats
-
-
-def _compiled_block_counter(A: Any) -> Callable[..., np.ndarray] | None:
-    """The sampled block count of :func:`~tvm_ext.workloads.estimate_block_fill` by the compiled
-    helper (``tvmext_sampled_block_counts``: one pass over each picked block row per block width,
-    with marks; the same counts as the numpy merge), or None without it or for 64-bit indices."""
-    from schedules.sparse.native import inspect_helpers
-
-    lib = inspect_helpers()
-    if lib is None or A.indices.dtype != np.int32 or max(A.shape) >= np.iinfo(np.int32).max:
-        return None
-
-    def count(indptr: np.ndarray, indices: np.ndarray, picked: np.ndarray, r: int, m: int, n_cols: int,
-              widths: Any) -> np.ndarray:
-        indptr = np.ascontiguousarray(indptr, dtype=np.int64)
-        picked = np.ascontiguousarray(picked, dtype=np.int64)
-        w = np.ascontiguousarray(widths, dtype=np.int32)
-        out = np.empty((w.size, picked.size), dtype=np.int64)
-        if lib.tvmext_sampled_block_counts(int(r), int(m), int(n_cols), indptr.ctypes.data, indices.ctypes.data,
-                                           picked.ctypes.data, picked.size, w.ctypes.data, w.size,
-                                           out.ctypes.data):
-            raise MemoryError("sparse_features: the compiled block count could not allocate its column marks")
-        return out
-
-    return count
-
-
-def _structure_stats(A: Any, limit: int = DIAGONAL_COUNT_LIMIT) -> dict[str, Any] | None:
-    """:func:`matrix_stats`'s shape, row-length and diagonal keys, the occupied diagonals
-    marked by the compiled helper on the host's threads (up to ``limit``,
-    ``diagonals_exact``), the bandwidth from every row's first and last column (the same pass);
-    None without the helper."""
-    from schedules.sparse.host_threads import on_threads, row_ranges
-    from schedules.sparse.native import inspect_helpers
-
-    lib = inspect_helpers()
-    if lib is None or A.indptr.dtype != np.int32 or A.indices.dtype != np.int32:
-        return None
-    m, n = A.shape
-    lengths = row_lengths(A)
-    ranges = row_ranges(A)
-    marks = [np.zeros(max(m + n - 1, 1), dtype=np.uint8) for _ in ranges]
-    found = np.zeros(len(ranges), dtype=np.int64)
-    extremes = np.zeros((len(ranges), 2), dtype=np.int64)
-
-    def mark(t: int, a: int, b: int) -> None:
-        found[t] = lib.tvmext_mark_diagonals(m, A.indptr.ctypes.data, A.indices.ctypes.data, a, b,
-                                             marks[t].ctypes.data, int(limit), extremes[t].ctypes.data)
-
-    on_threads([lambda t=t, a=a, b=b: mark(t, a, b) for t, (a, b) in enumerate(ranges)])
-    exact = bool(found.max(initial=0) <= limit)
-    for mk in marks[1:]:
-        np.bitwise_or(marks[0], mk, out=marks[0])
-    n_diag = int(np.count_nonzero(marks[0])) if A.nnz else 0
-    # the extremes of empty ranges are 0: only ranges with non-zeros count
-    live = [t for t, (a, b) in enumerate(ranges) if A.indptr[b] > A.indptr[a]]
-    lo_off = int(extremes[live, 0].min()) if live else 0
-    hi_off = int(extremes[live, 1].max()) if live else 0
-    max_len = int(lengths.max()) if m else 0
-    return {
-        "rows": int(m), "cols": int(n), "nnz": int(A.nnz),
-        "density": float(A.nnz / (m * n)) if m and n else 0.0,
-        "row_length": {
-            "min": int(lengths.min()) if m else 0, "max": max_len,
-            "mean": float(lengths.mean()) if m else 0.0, "std": float(lengths.std()) if m else 0.0,
-            "empty_rows": int((lengths == 0).sum()), "histogram": row_length_histogram(lengths),
-        },
-        "bandwidth": max(-lo_off, hi_off, 0), "lower_bandwidth": max(0, -lo_off),
-        "upper_bandwidth": max(0, hi_off), "diagonals": n_diag, "diagonals_exact": exact,
-        "dia_fill": float(A.nnz / (n_diag * m)) if n_diag and m else 0.0,
-        "ell_fill": float(A.nnz / (max_len * m)) if max_len and m else 0.0,
-    }
 
 
 def repeat_share(features: dict[str, Any]) -> float:

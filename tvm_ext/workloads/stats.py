@@ -27,7 +27,8 @@ from tvm_ext.errors import InputError
 from tvm_ext.workloads.validation import canonical_csr
 
 __all__ = ["matrix_stats", "block_fill", "row_lengths", "estimate_block_fill", "BlockFillEstimate",
-           "EXACT_FILL_NNZ", "SELECTOR_BLOCK_SIZES"]
+           "EXACT_FILL_NNZ", "SELECTOR_BLOCK_SIZES", "sample_block_rows", "block_row_bounds", "BlockRowBounds",
+           "fill_from_counts"]
 
 #: Below this many non-zeros :func:`estimate_block_fill` counts every block (exact).
 EXACT_FILL_NNZ = 200_000
@@ -205,6 +206,9 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     Matrices with fewer than ``exact_below`` non-zeros are counted exactly.
     ``count_blocks`` replaces the sampled count (same arguments and result as
     :func:`_sampled_block_counts`; the sparse selector passes a compiled one).
+    The three steps are public for a caller that runs them on threads: the
+    sample (:func:`sample_block_rows`), each height's population bounds
+    (:func:`block_row_bounds`) and counts, and :func:`fill_from_counts`.
 
     >>> from tvm_ext.workloads import lap2d
     >>> est = estimate_block_fill(lap2d(400), exact_below=0, seed=0)
@@ -212,6 +216,19 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     (False, True)
     """
     A = canonical_csr(A, allow_nan=True)
+    sizes = _check_fill_args(sizes, fraction, confidence)
+    if A.nnz < exact_below or A.nnz == 0:
+        keys = [f"{r}x{c}" for r in sizes for c in sizes]
+        fill = _exact_fill(A, sizes, sizes)
+        return BlockFillEstimate(fill, dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 1.0), confidence, True)
+    sample = sample_block_rows(A, sizes, fraction=fraction, min_block_rows=min_block_rows, seed=seed)
+    indptr = A.indptr.astype(np.int64)
+    counts = {r: (count_blocks or _sampled_block_counts)(indptr, A.indices, picked, r, A.shape[0], A.shape[1], sizes)
+              for r, picked in sample.items()}
+    return fill_from_counts(sample, {r: block_row_bounds(A, r, sizes) for r in sizes}, counts, confidence)
+
+
+def _check_fill_args(sizes: Sequence[int], fraction: float, confidence: float) -> tuple[int, ...]:
     if not 0.0 < fraction <= 1.0:
         raise InputError(f"estimate_block_fill: fraction must be in (0, 1], got {fraction}")
     if not 0.0 < confidence < 1.0:
@@ -219,58 +236,106 @@ def estimate_block_fill(A: Any, sizes: Sequence[int] = SELECTOR_BLOCK_SIZES, *, 
     sizes = tuple(int(s) for s in sizes)
     if not sizes or min(sizes) < 1:
         raise InputError(f"estimate_block_fill: block sizes must be positive integers, got {sizes}")
-    keys = [f"{r}x{c}" for r in sizes for c in sizes]
-    if A.nnz < exact_below or A.nnz == 0:
-        fill = _exact_fill(A, sizes, sizes)
-        return BlockFillEstimate(fill, dict.fromkeys(keys, 0.0), dict.fromkeys(keys, 1.0), confidence, True)
+    return sizes
+
+
+def sample_block_rows(A: Any, sizes: Sequence[int], *, fraction: float, min_block_rows: int,
+                      seed: int = 0) -> dict[int, np.ndarray]:
+    """The block rows :func:`estimate_block_fill` counts, per height R in ``sizes``: a sorted
+    uniform sample without replacement of ``fraction`` of them (at least ``min_block_rows``;
+    all of them when that is every one), drawn from one generator seeded ``seed``, R by R.
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> s = sample_block_rows(lap2d(100), (1, 2), fraction=0.01, min_block_rows=300)
+    >>> s[1].size, s[2].size, bool((s[1][1:] > s[1][:-1]).all())
+    (300, 300, True)
+    """
     rng = np.random.default_rng(seed)
+    m = A.shape[0]
+    out: dict[int, np.ndarray] = {}
+    for r in sizes:
+        n_br = -(-m // r)
+        n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
+        out[r] = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
+    return out
+
+
+@dataclass(frozen=True)
+class BlockRowBounds:
+    """What the whole matrix says about its R-row block rows for every block width in
+    ``widths`` (:func:`block_row_bounds`): the non-zeros ``nz`` of every block row (``nnz``
+    in all), the sums
+    of the per-block-row bounds ``lo_i`` and ``hi_i`` on their block counts, and the widest
+    ``hi_i - lo_i`` (one entry per width)."""
+
+    r: int
+    widths: np.ndarray
+    nnz: int
+    nz: np.ndarray
+    total_lo: np.ndarray
+    total_hi: np.ndarray
+    spread: np.ndarray
+
+
+def block_row_bounds(A: Any, r: int, widths: Sequence[int]) -> BlockRowBounds:
+    """:class:`BlockRowBounds` of ``A``'s block rows of ``r`` rows: ``lo_i = ceil(nz_i / (R*C))``
+    (R*C non-zeros per block at most), ``hi_i = min(nz_i, block columns)`` (one block per
+    non-zero or block column at most), summed through the histogram of the block-row sizes.
+
+    >>> from tvm_ext.workloads import lap2d
+    >>> b = block_row_bounds(lap2d(10), 2, (1, 2))
+    >>> int(b.nz.sum()), b.total_lo.tolist()
+    (460, [240, 140])
+    """
     m, k = A.shape
-    lengths = row_lengths(A)
+    indptr = A.indptr  # int32 or int64 (canonical_csr): a block row's non-zeros fit either
+    nz = np.diff(np.append(indptr[::r], indptr[m]) if m % r else indptr[::r]) if r > 1 else np.diff(indptr)
+    w = np.asarray(widths, dtype=np.int64)[:, None]
+    hist = np.bincount(nz)
+    nz_vals = np.flatnonzero(hist)[None, :]  # distinct block-row sizes and how often they occur
+    nz_counts = hist[nz_vals[0]]
+    lo_v, hi_v = -(-nz_vals // (r * w)), np.minimum(nz_vals, -(-k // w))
+    return BlockRowBounds(int(r), w[:, 0], int(indptr[m]), nz, lo_v @ nz_counts, hi_v @ nz_counts,
+                          (hi_v - lo_v).max(axis=1))
+
+
+def fill_from_counts(sample: dict[int, np.ndarray], bounds: dict[int, BlockRowBounds],
+                     counts: dict[int, np.ndarray], confidence: float = 0.99) -> BlockFillEstimate:
+    """:func:`estimate_block_fill`'s estimate from its parts: per height R, the sampled block rows
+    ``sample[R]``, the whole matrix's ``bounds[R]`` and the occupied blocks ``counts[R][j, p]``
+    of width ``bounds[R].widths[j]`` in block row ``sample[R][p]``."""
     fill: dict[str, float] = {}
     bound: dict[str, float] = {}
     frac: dict[str, float] = {}
     exact = True
-    indptr = A.indptr.astype(np.int64)
-    for r in sizes:
-        n_br = -(-m // r)
-        nz_br = np.diff(np.append(indptr[::r], indptr[m]) if m % r else indptr[::r]) if r > 1 else lengths
-        n = min(n_br, max(int(math.ceil(fraction * n_br)), min_block_rows))
-        picked = np.arange(n_br) if n == n_br else np.sort(rng.choice(n_br, n, replace=False))
-        counts = (count_blocks or _sampled_block_counts)(indptr, A.indices, picked, r, m, k, sizes)
-        exact &= n == n_br
-        for c, (f, b) in zip(sizes, _height_estimates(r, sizes, nz_br, picked, counts, k, 1.0 - confidence)):
-            fill[f"{r}x{c}"], bound[f"{r}x{c}"], frac[f"{r}x{c}"] = f, b, n / n_br
+    for r, picked in sample.items():
+        b = bounds[r]
+        exact &= picked.size == b.nz.size
+        for c, (f, e) in zip(b.widths.tolist(), _height_estimates(b, picked, counts[r], 1.0 - confidence)):
+            fill[f"{r}x{c}"], bound[f"{r}x{c}"], frac[f"{r}x{c}"] = f, e, picked.size / b.nz.size
     return BlockFillEstimate(fill, bound, frac, confidence, exact)
 
 
-def _height_estimates(r: int, sizes: Sequence[int], nz_br: np.ndarray, picked: np.ndarray, counts: np.ndarray,
-                      k: int, delta: float) -> list[tuple[float, float]]:
-    """(fill, bound) of the R x C blocks for every C in ``sizes``, from the occupied blocks
-    ``counts[j, p]`` of width ``sizes[j]`` in the sampled block rows ``picked`` (non-zeros per
-    block row: ``nz_br``; ``k`` columns): :func:`estimate_block_fill`'s estimate and bound."""
-    nnz, n_br, n = int(nz_br.sum()), nz_br.size, picked.size
-    widths = np.asarray(sizes, dtype=np.int64)[:, None]
-    hist = np.bincount(nz_br)
-    nz_vals = np.flatnonzero(hist)[None, :]  # distinct block-row sizes and how often they occur
-    nz_counts = hist[nz_vals[0]]
-    # b_i lies in [lo_i, hi_i]: R*C non-zeros per block at most, one block per non-zero or block
-    # column at most; the population sums come from the histogram of block-row sizes (one row per C)
-    lo_v, hi_v = -(-nz_vals // (r * widths)), np.minimum(nz_vals, -(-k // widths))
-    total_lo, total_hi = lo_v @ nz_counts, hi_v @ nz_counts
-    spread = (hi_v - lo_v).max(axis=1)
-    y = counts - (-(-nz_br[picked][None, :] // (r * widths)))
+def _height_estimates(b: BlockRowBounds, picked: np.ndarray, counts: np.ndarray,
+                      delta: float) -> list[tuple[float, float]]:
+    """(fill, bound) of the R x C blocks for every C in ``b.widths``, from the occupied blocks
+    ``counts[j, p]`` of width ``b.widths[j]`` in the sampled block rows ``picked``:
+    :func:`estimate_block_fill`'s estimate and bound."""
+    r, nnz, n_br, n = b.r, b.nnz, b.nz.size, picked.size
+    w = b.widths[:, None]
+    y = counts - (-(-b.nz[picked][None, :] // (r * w)))
     y_mean = y.mean(axis=1)
-    y_var = y.var(axis=1, ddof=1) if n > 1 else np.zeros(len(sizes))
-    blocks_v = np.minimum(np.maximum(total_lo + n_br * y_mean, total_lo), total_hi)
+    y_var = y.var(axis=1, ddof=1) if n > 1 else np.zeros(len(b.widths))
+    blocks_v = np.minimum(np.maximum(b.total_lo + n_br * y_mean, b.total_lo), b.total_hi)
     out = []
-    for j, c in enumerate(sizes):
+    for j, c in enumerate(b.widths.tolist()):
         blocks = float(blocks_v[j])
         if blocks <= 0:
             out.append((0.0, 0.0))
             continue
         fill = nnz / (blocks * r * c)
-        eps = n_br * _mean_deviation(n, float(y_var[j]), float(spread[j]), n_br, delta)
-        fewest, most = max(blocks - eps, int(total_lo[j]), 1e-300), min(blocks + eps, int(total_hi[j]))
+        eps = n_br * _mean_deviation(n, float(y_var[j]), float(b.spread[j]), n_br, delta)
+        fewest, most = max(blocks - eps, int(b.total_lo[j]), 1e-300), min(blocks + eps, int(b.total_hi[j]))
         out.append((fill, max(nnz / (fewest * r * c) - fill, fill - nnz / (most * r * c))))
     return out
 

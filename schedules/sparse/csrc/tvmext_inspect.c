@@ -286,12 +286,15 @@ void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr
 /* Occupied diagonals of rows [r0, r1): mark[col - i + M - 1] = 1 for every non-zero (the
  * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes.
  * Returns the diagonals this call marked first; once that passes limit (> 0) it stops marking:
- * the matrix has more than limit diagonals, and the marks are incomplete.  extremes[0] and
- * extremes[1] receive the smallest and largest col - i of the rows (every row, marked or not:
- * sorted rows give them from each row's first and last column), 0 and 0 when all are empty. */
+ * the matrix has more than limit diagonals, and the marks are incomplete.  The rows' summary,
+ * from every row (marked or not) in one pass over the row pointers: summary[0] and summary[1]
+ * the smallest and largest col - i (sorted rows give them from each row's first and last
+ * column; 0 and 0 when all are empty), then the row lengths' smallest, largest, sum, sum of
+ * squares and the empty rows (summary[2..6]; the smallest is INT64_MAX for no rows). */
 int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *indices, int64_t r0,
-                              int64_t r1, uint8_t *mark, int64_t limit, int64_t *extremes) {
+                              int64_t r1, uint8_t *mark, int64_t limit, int64_t *summary) {
     int64_t found = 0, lo = INT64_MAX, hi = INT64_MIN;
+    int64_t shortest = INT64_MAX, longest = 0, sum = 0, squares = 0, empty = 0;
     int64_t i = r0;
     for (; i < r1 && !(limit > 0 && found > limit); ++i) {
         uint8_t *row = mark + (M - 1 - i);
@@ -300,14 +303,26 @@ int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *i
             row[indices[p]] = 1;
         }
     }
-    for (int64_t j = r0; j < r1; ++j)
-        if (indptr[j + 1] > indptr[j]) {
+    for (int64_t j = r0; j < r1; ++j) {
+        int64_t len = (int64_t)indptr[j + 1] - indptr[j];
+        shortest = len < shortest ? len : shortest;
+        longest = len > longest ? len : longest;
+        sum += len;
+        squares += len * len;
+        empty += len == 0;
+        if (len > 0) {
             int64_t first = (int64_t)indices[indptr[j]] - j, last = (int64_t)indices[indptr[j + 1] - 1] - j;
             lo = first < lo ? first : lo;
             hi = last > hi ? last : hi;
         }
-    extremes[0] = lo == INT64_MAX ? 0 : lo;
-    extremes[1] = hi == INT64_MIN ? 0 : hi;
+    }
+    summary[0] = lo == INT64_MAX ? 0 : lo;
+    summary[1] = hi == INT64_MIN ? 0 : hi;
+    summary[2] = shortest;
+    summary[3] = longest;
+    summary[4] = sum;
+    summary[5] = squares;
+    summary[6] = empty;
     return found;
 }
 
