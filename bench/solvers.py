@@ -19,8 +19,10 @@ Tables:
    Gauss-Seidel sweep**: serial TVM executor (same row kernel, natural order),
    the same kernel on one thread in *level order* (no parallelism: it shows
    what the reordering alone gives, since consecutive rows of a level do not
-   wait for each other), the barrier executor (level by level, thin levels
-   merged) and the point-to-point executor, next to
+   wait for each other) and in the point-to-point executor's order
+   (``p2porder``: its partitions one after another, each in its run order,
+   level or super-row, ``p2p_order``), the barrier executor (level by level,
+   thin levels merged) and the point-to-point executor, next to
    ``scipy.sparse.linalg.spsolve_triangular`` and pyamg's compiled
    ``gauss_seidel(sweep="symmetric")``.  Kernel times are the best single
    call of many, the executors called in turn (on a shared machine the best
@@ -31,8 +33,8 @@ Tables:
    and point-to-point sweeps reach, and two ceilings: the all-thread copy
    bandwidth of the level the data lives in (L3 or DRAM, table 0) over the
    serial sweep's GB/s (a memory-bound sweep gains no more), and threads x
-   serial / level order (the parallel executors run rows in level order; what
-   that order costs one thread, it costs each of them).
+   serial / p2p order (what the point-to-point executor's row order costs one
+   thread, it costs each of them).
 3. **PCG time-to-solution** (``tol`` relative residual, inspector included)
    with the SGS preconditioner against ``scipy.sparse.linalg.cg`` with the
    *same* preconditioner, ``M^-1 r = (D+U)^-1 D (D+L)^-1 r`` built from
@@ -265,9 +267,12 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
     s = barrier.schedule
     row.update(levels=s.levels, rows_per_level=s.parallelism,
                p2p_waits=p2p.executor.schedule.waits[0])
-    trsv = {"serial": serial, "levelorder": in_order, "barrier": barrier, "p2p": p2p}
-    for k, t in _race({k: _call(v.executor, n, FORWARD) for k, v in trsv.items()}).items():
+    trsv = {"serial": serial.executor, "levelorder": in_order.executor, "barrier": barrier.executor,
+            "p2p": p2p.executor, "p2porder": _one_thread(p2p.executor)}
+    for k, t in _race({k: _call(v, n, FORWARD) for k, v in trsv.items()}).items():
         row[f"trsv_{k}_s"] = t
+    row["p2p_order"] = "super_rows" if p2p.executor.schedule.super_rows else "level"
+    row["p2p_task_levels"] = p2p.executor.schedule.levels
     b = np.random.default_rng(1).standard_normal(n)
     threads = p2p.executor.schedule.threads
     _bounds(row, "trsv", serial.executor, 1, ceilings, threads)
@@ -277,6 +282,7 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
           (("serial", dict(parallel=False)),
            ("levelorder", dict(min_parallel_rows=np.iinfo(np.int32).max)),
            ("barrier", {}), ("p2p", dict(sync="p2p")))}
+    gs["p2porder"] = _one_thread(gs["p2p"])
     for k, t in _race({k: _call(ex, n, SYMMETRIC) for k, ex in gs.items()}).items():
         row[f"sgs_{k}_s"] = t
     x = np.zeros(n)
@@ -292,15 +298,26 @@ def sweeps(run: BenchRun, name: str, A: sp.csr_array, ceilings: dict[str, float]
     run.add(row)
 
 
+def _one_thread(p2p_executor):
+    """The serial sweep kernel on the point-to-point executor's row order (its
+    partitions one after the other, each in its own run order): what that order
+    costs one thread."""
+    from schedules.sparse.triangular import SweepExecutor, executor_segments
+
+    ps = p2p_executor.schedule
+    seg_ptr, seg_par = executor_segments(None, p2p_executor.n)
+    return SweepExecutor(ps.matrix, seg_ptr=seg_ptr, seg_par=seg_par, parallel=False, perm=ps.perm,
+                         what="p2p order")
+
+
 def _bounds(row: dict, what: str, executor, passes: int, ceilings: dict[str, float],
             threads: int) -> None:
     """Bytes, achieved GB/s and the two ceilings of one sweep's parallel speed-up:
     memory bandwidth (:func:`sweep_bound`; the working set is one pass's bytes,
     the traffic ``passes`` times that) and the row order (``threads`` x the
-    serial sweep over the same kernel on one thread in level order: the parallel
-    executors run the level order, so what the reordering costs one thread
-    bounds them too)."""
-    serial, order = row[f"{what}_serial_s"], row[f"{what}_levelorder_s"]
+    serial sweep over the same kernel on one thread in the point-to-point
+    executor's row order: what that order costs one thread, it costs each)."""
+    serial, order = row[f"{what}_serial_s"], row[f"{what}_p2porder_s"]
     nbytes = sweep_bytes(executor, passes)
     where, bw_x = sweep_bound(nbytes, serial, ceilings, working_set=sweep_bytes(executor, 1))
     row.update({f"{what}_mb": nbytes / 1e6, f"{what}_lives_in": where,
@@ -404,20 +421,23 @@ def main() -> None:
         sweeps(sw, name, A, ceilings)
     print("\n## Lower triangular solve and one symmetric Gauss-Seidel sweep (seconds, best of runs)\n")
     print(sw.markdown(
-        ["matrix", "rows", "nnz", "levels", "rows_per_level", "p2p_waits", "sgs_segments",
-         "trsv_serial_s", "trsv_levelorder_s", "trsv_barrier_s", "trsv_p2p_s", "trsv_scipy_s",
-         "sgs_serial_s", "sgs_levelorder_s", "sgs_barrier_s", "sgs_p2p_s", "sgs_pyamg_s"],
+        ["matrix", "rows", "nnz", "levels", "rows_per_level", "p2p_order", "p2p_task_levels",
+         "p2p_waits", "sgs_segments", "trsv_serial_s", "trsv_levelorder_s", "trsv_p2porder_s",
+         "trsv_barrier_s", "trsv_p2p_s", "trsv_scipy_s", "sgs_serial_s", "sgs_levelorder_s",
+         "sgs_p2porder_s", "sgs_barrier_s", "sgs_p2p_s", "sgs_pyamg_s"],
         ratios={"trsv serial/levelorder": ("trsv_serial_s", "trsv_levelorder_s"),
+                "trsv serial/p2porder": ("trsv_serial_s", "trsv_p2porder_s"),
                 "trsv serial/barrier": ("trsv_serial_s", "trsv_barrier_s"),
                 "trsv serial/p2p": ("trsv_serial_s", "trsv_p2p_s"),
                 "trsv scipy/best": ("trsv_scipy_s", "trsv_best_s"),
                 "sgs serial/levelorder": ("sgs_serial_s", "sgs_levelorder_s"),
+                "sgs serial/p2porder": ("sgs_serial_s", "sgs_p2porder_s"),
                 "sgs serial/barrier": ("sgs_serial_s", "sgs_barrier_s"),
                 "sgs serial/p2p": ("sgs_serial_s", "sgs_p2p_s"),
                 "sgs pyamg/best": ("sgs_pyamg_s", "sgs_best_s")}))
     print("\n## What bounds the speed-up: bytes per sweep, achieved GB/s, and the ceilings "
           "(all-thread copy bandwidth of where the data lives / the serial sweep's GB/s; "
-          "threads x serial / level order)\n")
+          "threads x serial / p2p order)\n")
     print(sw.markdown(
         ["matrix", "trsv_mb", "trsv_lives_in", "trsv_serial_gbs", "trsv_p2p_gbs",
          "trsv_bw_bound_x", "trsv_order_bound_x", "trsv_p2p_replayed", "sgs_mb", "sgs_serial_gbs",
