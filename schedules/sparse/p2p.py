@@ -70,7 +70,7 @@ import scipy.sparse as sp
 
 from schedules.sparse.level_sets import LevelSchedule, _permute_canonical
 from schedules.sparse.row_sweep import _check_dtype, _row_code, _run_in_original_order, _sweep_operands
-from schedules.sparse.super_rows import skips_levels, super_row_levels
+from schedules.sparse.super_rows import pair_super_rows, skips_levels, super_row_levels
 from tvm_ext.errors import ConfigError
 
 __all__ = ["P2PSchedule", "P2PExecutor", "p2p_schedule", "p2p_func", "p2p_kernel",
@@ -280,27 +280,18 @@ def _task_levels(sched: LevelSchedule, run_order: str,
     return lev, np.arange(n, dtype=np.int64), sched.level_ptr, None
 
 
-def _pair_super_rows(group: np.ndarray, level: np.ndarray, owner: np.ndarray) -> np.ndarray:
-    """Positions (into the thread-major rows) that interleave, row by row, each two
-    consecutive super-rows of a task (a thread's share of a coarse level).  They do
-    not depend on each other, so two dependence chains (each row of a super-row
-    reads the one before) run side by side; measured on one thread, the symmetric
-    Gauss-Seidel sweep of ``lap3d(40|64, 27)`` gains 10-15%.  Each super-row keeps
-    its own order; ``group`` must hold each super-row's rows contiguously."""
-    n = group.size
-    if n == 0:
-        return np.zeros(0, np.int64)
-    new_g = np.r_[True, group[1:] != group[:-1]]
-    gid = np.cumsum(new_g) - 1
-    gfirst = np.flatnonzero(new_g)
-    pos = np.arange(n) - gfirst[gid]
-    task = owner[gfirst].astype(np.int64) * (int(level.max()) + 1) + level[gfirst]
-    new_task = np.r_[True, task[1:] != task[:-1]]
-    task_first = np.maximum.accumulate(np.where(new_task, np.arange(task.size), 0))
-    rank = np.arange(task.size) - task_first           # super-row's place in its task
-    pair = np.cumsum(rank % 2 == 0) - 1                 # global index of its pair
-    key = (pair[gid] * (int(pos.max()) + 1) + pos) * 2 + rank[gid] % 2
-    return np.argsort(key, kind="stable")
+def _partition(sched: LevelSchedule, run_order: str,
+               threads: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int, bool]:
+    """Thread of each row in the thread-major order, that order (rows of ``sched``),
+    each row's task level (indexed by ``sched``'s rows), the number of task levels
+    and whether they are super-row levels."""
+    lev, seq, level_ptr, group = _task_levels(sched, run_order, threads)
+    owner_seq, by_thread = _owner_order(level_ptr, np.diff(sched.matrix.indptr)[seq], threads, group)
+    owner, order = owner_seq[by_thread], seq[by_thread].astype(_I32)
+    if group is not None:
+        inside = pair_super_rows(group[by_thread], lev[order], owner)
+        owner, order = owner[inside], order[inside]
+    return owner, order, lev, level_ptr.size - 1, group is not None
 
 
 def _task_ends(owner: np.ndarray, level: np.ndarray, thread_ptr: np.ndarray,
@@ -349,12 +340,7 @@ def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") ->
     threads = max(int(threads), 1)
     B = sched.matrix
     n = B.shape[0]
-    lev, seq, level_ptr, group = _task_levels(sched, run_order, threads)
-    owner_seq, by_thread = _owner_order(level_ptr, np.diff(B.indptr)[seq], threads, group)
-    owner, order = owner_seq[by_thread], seq[by_thread].astype(_I32)
-    if group is not None:
-        inside = _pair_super_rows(group[by_thread], lev[order], owner)
-        owner, order = owner[inside], order[inside]
+    owner, order, lev, n_levels, super_rows = _partition(sched, run_order, threads)
     iorder = np.empty_like(order)
     iorder[order] = np.arange(n, dtype=_I32)
     C = _permute_canonical(B, order, iorder) if n else B
@@ -365,7 +351,6 @@ def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") ->
     fpos = idx - thread_ptr[owner]              # forward run position inside the thread
     bpos = thread_ptr[owner + 1] - 1 - idx      # backward run position
     level = lev[order].astype(_I32)
-    n_levels = level_ptr.size - 1
     fend, bend = _task_ends(owner, level, thread_ptr, n_levels)
     scan = C
     if not sched.edges_in_rows and n:   # an entry may be stored in one of its two rows only
@@ -399,7 +384,7 @@ def p2p_schedule(sched: LevelSchedule, threads: int, run_order: str = "auto") ->
                        perm=sched.perm[order].astype(_I32), matrix=C, seg_ptr=seg_ptr,
                        seg_lo=cat(0), seg_hi=cat(1), wait_ptr=wait_ptr, wait_thread=cat(3),
                        wait_count=cat(4), waits=(parts[0][5], parts[1][5]), levels=n_levels,
-                       super_rows=group is not None)
+                       super_rows=super_rows)
 
 
 def _pass_code(backward: bool) -> str:
