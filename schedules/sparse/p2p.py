@@ -122,6 +122,8 @@ class P2PSchedule:
       other thread waits for is done, and start exactly at a row that waits,
       so the rows between run as a tight loop with no synchronisation.
     * ``waits``: waits left after sparsification (forward, backward).
+    * ``levels``: levels the tasks are cut from; ``super_rows``: whether those are
+      levels of super-rows (:mod:`schedules.sparse.super_rows`) rather than of rows.
     """
 
     threads: int
