@@ -59,15 +59,6 @@ def _identity(bb, relax):
         bb.emit_func_output(a)
 
 
-def _sum_and_product(bb, relax):
-    a = relax.Var("a", relax.TensorType((3, 4), "float32"))
-    b = relax.Var("b", relax.TensorType((3, 4), "float32"))
-    with bb.function("main", [a, b]):
-        with bb.dataflow():
-            out = bb.emit_output(relax.Tuple([bb.emit(relax.op.add(a, b)), bb.emit(relax.op.multiply(a, b))]))
-        bb.emit_func_output(out)
-
-
 @pytest.fixture(scope="module")
 def mlp():
     proto = mlp_onnx([32, 64, 10], batch=4)
@@ -87,14 +78,128 @@ def test_the_c_path_equals_the_python_path_and_onnx_runtime(sizes, batch):
     assert type(y.base).__name__ == "PyCapsule"  # the capsule owns the VM's tensor
 
 
-def test_a_tuple_result_comes_back_through_the_python_conversion():
-    model = _relax_model(_sum_and_product)
-    xa, xb = model.random_inputs(2)
-    s, p = model(xa, xb)
-    np.testing.assert_allclose(s, xa + xb, rtol=1e-6)
-    np.testing.assert_allclose(p, xa * xb, rtol=1e-6)
-    for got, expected in zip(model(b=xb, a=xa), (s, p)):  # by name: the checked path
-        np.testing.assert_array_equal(got, expected)
+def _two_outputs_onnx():
+    """``x (4, 8)``: ``y = x @ w + b`` and ``relu(y)``, two graph outputs (a tuple from the VM)."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    rng = np.random.default_rng(3)
+    w = numpy_helper.from_array(rng.standard_normal((8, 6)).astype("float32"), "w")
+    b = numpy_helper.from_array(rng.standard_normal(6).astype("float32"), "b")
+    nodes = [helper.make_node("MatMul", ["x", "w"], ["xw"]), helper.make_node("Add", ["xw", "b"], ["y"]),
+             helper.make_node("Relu", ["y"], ["r"])]
+    graph = helper.make_graph(nodes, "two_outputs", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                              [helper.make_tensor_value_info(n, TensorProto.FLOAT, [4, 6]) for n in ("y", "r")],
+                              initializer=[w, b])
+    return helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _nested(bb, relax):
+    """``(a + b, (a * b, a + b), ())``: nested, one tensor twice, an empty tuple."""
+    a = relax.Var("a", relax.TensorType((3, 4), "float32"))
+    b = relax.Var("b", relax.TensorType((3, 4), "float32"))
+    with bb.function("main", [a, b]):
+        with bb.dataflow():
+            s, p = bb.emit(relax.op.add(a, b)), bb.emit(relax.op.multiply(a, b))
+            out = bb.emit_output(relax.Tuple([s, relax.Tuple([p, s]), relax.Tuple([])]))
+        bb.emit_func_output(out)
+
+
+def _tensor_and_shape(bb, relax):
+    """``(a + a, shape (3, 4), (a,))``: a shape among the tensors (the Python conversion's case)."""
+    a = relax.Var("a", relax.TensorType((3, 4), "float32"))
+    with bb.function("main", [a]):
+        bb.emit_func_output(relax.Tuple([bb.emit(relax.op.add(a, a)), relax.ShapeExpr([3, 4]), relax.Tuple([a])]))
+
+
+def _spied(model):
+    """The model's VM function on the C path, with a counter of the results handed to ``numpy_outputs``."""
+    from tvm_ext.model_call import numpy_outputs
+
+    relayed = []
+
+    def outputs(value):
+        relayed.append(value)
+        return numpy_outputs(value)
+
+    fn = model.vm["main"]
+    call = native_call.native_call(fn, [(s, d) for _, s, d in model.specs], lambda i, n: None, outputs)
+    return call, relayed
+
+
+def test_a_tuple_of_tensors_is_converted_in_c_as_the_python_path_does():
+    """Two ONNX outputs (a tuple) and a nested tuple with a tensor twice and an empty tuple: the same
+    flat list, in the same order, as the Python path, ONNX Runtime and numpy; ``numpy_outputs`` never runs."""
+    proto = _two_outputs_onnx()
+    model = tc.compile(from_onnx(proto), tensorize="never")
+    x = model.random_inputs(1)[0]
+    y, r = model(x)
+    expected = ort.InferenceSession(proto.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"x": x})
+    for got, ref, python in zip((y, r), expected, _python_path(model)(x)):
+        np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+        np.testing.assert_array_equal(got, python)
+        assert type(got.base).__name__ == "PyCapsule" and got.flags.writeable and got.flags.c_contiguous
+
+    nested = _relax_model(_nested)
+    xa, xb = nested.random_inputs(2)
+    outs = nested(xa, xb)
+    assert len(outs) == 3
+    for got, ref, python in zip(outs, (xa + xb, xa * xb, xa + xb), _python_path(nested)(xa, xb)):
+        np.testing.assert_allclose(got, ref, rtol=1e-6)
+        np.testing.assert_array_equal(got, python)
+    assert outs[0].ctypes.data == outs[2].ctypes.data  # one tensor twice: two views of its buffer
+    for got, expected_out in zip(nested(b=xb, a=xa), outs):  # by name: the checked path
+        np.testing.assert_array_equal(got, expected_out)
+    for m, args in ((model, (x,)), (nested, (xa, xb))):
+        call, relayed = _spied(m)
+        for got, expected_out in zip(call(*args), m(*args)):
+            np.testing.assert_array_equal(got, expected_out)
+        assert relayed == []
+
+
+def test_a_tuple_with_a_non_tensor_goes_through_the_python_conversion():
+    model = _relax_model(_tensor_and_shape)
+    x = model.random_inputs(2)[0]
+    got, expected = _outcome(model, x), _outcome(_python_path(model), x)
+    assert len(got) == len(expected) and len(got) >= 2
+    for g, e in zip(got, expected):
+        np.testing.assert_array_equal(g, e)
+    np.testing.assert_allclose(got[0], x + x, rtol=1e-6)
+    np.testing.assert_array_equal(got[-1], x)  # the input itself, last
+    call, relayed = _spied(model)
+    for g, e in zip(call(x), got):
+        np.testing.assert_array_equal(g, e)
+    assert len(relayed) == 1  # the whole result went to numpy_outputs, once
+
+
+def test_tuple_results_leave_no_reference_behind_and_outlive_their_model():
+    """1000 calls of a nested-tuple function: the inputs' and the call's reference counts and the pool's
+    buffers back where they were; outputs (one of them viewing the caller's input) outlive the model."""
+    model = _relax_model(_nested)
+    xa, xb = model.random_inputs(3)
+    call = model._call.call
+    for _ in range(20):
+        model(xa, xb)
+    before = sys.getrefcount(xa), sys.getrefcount(xb), sys.getrefcount(call)
+    addresses = set()
+    for _ in range(1000):
+        outs = model(xa, xb)
+        addresses.update(o.ctypes.data for o in outs)
+        del outs
+    gc.collect()
+    assert (sys.getrefcount(xa), sys.getrefcount(xb), sys.getrefcount(call)) == before
+    assert len(addresses) <= 6  # each output's tensor went back to the VM's pool
+
+    shape = _relax_model(_tensor_and_shape)
+    x = np.arange(12, dtype="float32").reshape(3, 4)
+    refs = sys.getrefcount(x)
+    outs = model(xa, xb)
+    kept = shape(x)
+    assert sys.getrefcount(x) - refs == 1  # the last output views the input and holds it
+    del model, shape, x
+    gc.collect()
+    np.testing.assert_allclose(outs[1], xa * xb, rtol=1e-6)
+    np.testing.assert_array_equal(kept[-1], np.arange(12, dtype="float32").reshape(3, 4))
+    np.testing.assert_array_equal(kept[0], 2 * kept[-1])
 
 
 def test_bad_inputs_raise_what_the_python_path_raises(mlp):

@@ -19,9 +19,9 @@
 **Two hot paths.** :attr:`NumpyCall.call` is the C function of
 :mod:`tvm_ext.native_call` when it can be built (a C compiler and the headers
 of Python, numpy and tvm_ffi; ``call_path == "native"``): the same checks, the
-input views, the FFI call and the output view in one C call, no Python frame
-or temporary object between (what counts when a long model has evicted the
-caches).  Without it (or for a function that is no ``tvm_ffi.Function``) it is
+input views, the FFI call and the output views (of one tensor or a tuple of
+tensors) in one C call, no Python frame or temporary object between (what
+counts when a long model has evicted the caches).  Without it (or for a function that is no ``tvm_ffi.Function``) it is
 :func:`_hot_path`, the same steps in one Python frame (``call_path ==
 "python"``).  Both give the same arrays and the same errors; each hands a call
 it refuses to the same checked path.

@@ -14,11 +14,14 @@ of the result, the frames.  :class:`NativeCall` does all of it in one C function
   makes a tvm_ffi ``Tensor`` of it (``TVMFFITensorFromDLPackVersioned``);
 * it calls the VM function through ``TVMFFIFunctionCall``, releasing the GIL around it when the
   ``tvm_ffi.Function`` does (its ``release_gil``, true by default);
-* a result that is one CPU tensor of a numpy dtype becomes an ``ndarray`` over the tensor's
-  buffer whose ``base`` is a capsule owning the tensor reference; any other result, and every
-  error of the call, goes back through tvm_ffi's own Python conversion (a relay function of the
-  same C file that returns the stashed result or status), so ``model(x)`` returns and raises
-  exactly what the Python path does.
+* a result that is a CPU tensor of a numpy dtype, or an ffi ``Array`` (a Relax tuple, nested or
+  not) of such tensors and None, becomes the flat list :func:`~tvm_ext.model_call.numpy_outputs`
+  makes of it, depth first: one ``ndarray`` over each tensor's buffer whose ``base`` is a capsule
+  owning a reference to the tensor; any other result (a shape, a scalar, a tensor on another
+  device or of a dtype numpy lacks, an empty tensor without a buffer, anywhere in the tuple), and
+  every error of the call, goes back through tvm_ffi's own Python conversion (a relay function of
+  the same C file that returns the stashed result or status) and ``numpy_outputs``, so
+  ``model(x)`` returns and raises exactly what the Python path does.
 
 The library is compiled with the headers of Python (``sysconfig``), numpy
 (``numpy.get_include()``) and tvm_ffi (``tvm_ffi.libinfo``) and loaded through
@@ -131,8 +134,9 @@ def native_call(function: Any, plan: Sequence[tuple[tuple[int, ...], np.dtype]],
     ``plan``: ``(shape, dtype)`` of each parameter.  An input that is not an exact ``ndarray`` of its
     shape and dtype, C-contiguous, element-aligned and writable (and, with ``alignment``, at an
     address that is a multiple of it), a call with named inputs or another count, goes to
-    ``checked_call(inputs, named)``.  ``outputs(value)`` turns a result other than one CPU tensor
-    of a numpy dtype into the list of arrays (:func:`tvm_ext.model_call.numpy_outputs`).  None when
+    ``checked_call(inputs, named)``.  ``outputs(value)`` turns a result other than a CPU tensor of a
+    numpy dtype or a (nested) tuple of them into the list of arrays
+    (:func:`tvm_ext.model_call.numpy_outputs`).  None when
     ``function`` is no ``tvm_ffi.Function``, a dtype has no DLPack type, or the module is unavailable.
 
     >>> import tvm_ffi

@@ -1,14 +1,15 @@
 /*
  * model(x) on numpy arrays as one C call: the input checks, the DLPack views of the inputs, the
- * call of the VM function and the numpy view of its tensor result, with no Python frame between.
+ * call of the VM function and the numpy views of its tensor results, with no Python frame between.
  *
  * Built and loaded by tvm_ext/native_call.py (privately, hash-checked, like every binary the plugin
  * loads); tvm_ext/model_call.py uses it as NumpyCall.call.  A call whose inputs fail a check goes to
- * the Python checked path (`checked(inputs, named)`); a result that is not one CPU tensor of a numpy
- * dtype, and every error the VM function raises, goes through `relay`, a tvm_ffi Function of this
- * file whose C body hands back the stashed result (or the failed call's status, with the error still
- * in the FFI's thread-local slot), so that tvm_ffi's own Cython code turns it into the Python object
- * or exception a plain `function(*inputs)` call gives.
+ * the Python checked path (`checked(inputs, named)`).  A result that is a CPU tensor of a numpy dtype,
+ * or a (nested) tuple of such tensors and None, becomes the flat list of arrays numpy_outputs makes
+ * of it; any other result, and every error the VM function raises, goes through `relay`, a tvm_ffi
+ * Function of this file whose C body hands back the stashed result (or the failed call's status, with
+ * the error still in the FFI's thread-local slot), so that tvm_ffi's own Cython code turns it into the
+ * Python object or exception a plain `function(*inputs)` call gives.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -197,42 +198,96 @@ static void tensor_capsule_delete(PyObject* capsule) {
   if (tensor != NULL) TVMFFIObjectDecRef(tensor);
 }
 
-/* `result` as a list of one numpy array over its buffer when it is a CPU tensor of a numpy dtype: 1 and
- * the reference moved into the array's base; 0: not such a tensor (`result` untouched); -1: error. */
-static int tensor_array_list(TVMFFIAny* result, PyObject** out) {
-  if (result->type_index != kTVMFFITensor) return 0;
-  TVMFFIObjectHandle tensor = result->v_obj;
+/* `t` a CPU tensor of a numpy dtype with a buffer: what numpy can view in place (an empty tensor may
+ * have no buffer: numpy's own from_dlpack, through the relay, handles that one). */
+static int numpy_viewable(const DLTensor* t) {
+  return numpy_type_of(t->dtype) >= 0 && t->device.device_type == kDLCPU && t->ndim <= NPY_MAXDIMS &&
+         t->data != NULL;
+}
+
+/* A numpy array over the buffer of `tensor`, its base a capsule holding a new reference to the tensor;
+ * NULL with the Python error set. */
+static PyObject* tensor_array(TVMFFIObjectHandle tensor) {
   DLTensor* t = (DLTensor*)((char*)tensor + sizeof(TVMFFIObject));
-  int type = numpy_type_of(t->dtype);
-  /* (an empty tensor may have no buffer: numpy's own from_dlpack handles that one) */
-  if (type < 0 || t->device.device_type != kDLCPU || t->ndim > NPY_MAXDIMS || t->data == NULL) return 0;
   npy_intp dims[NPY_MAXDIMS], strides[NPY_MAXDIMS];
   for (int i = 0; i < t->ndim; ++i) {
     dims[i] = t->shape[i];
     if (t->strides != NULL) strides[i] = t->strides[i] * (t->dtype.bits / 8);
   }
-  PyArray_Descr* descr = PyArray_DescrFromType(type);
-  if (descr == NULL) return -1;
+  PyArray_Descr* descr = PyArray_DescrFromType(numpy_type_of(t->dtype));
+  if (descr == NULL) return NULL;
   PyObject* array = PyArray_NewFromDescr(&PyArray_Type, descr, t->ndim, dims, t->strides ? strides : NULL,
                                          (char*)t->data + t->byte_offset, NPY_ARRAY_WRITEABLE, NULL);
-  if (array == NULL) return -1;
+  if (array == NULL) return NULL;
   PyObject* capsule = PyCapsule_New(tensor, TENSOR_CAPSULE, tensor_capsule_delete);
   if (capsule == NULL) {
     Py_DECREF(array);
-    return -1;
+    return NULL;
   }
-  result->type_index = kTVMFFINone; /* the capsule owns the reference now */
-  result->v_int64 = 0;
+  TVMFFIObjectIncRef(tensor); /* the capsule's own reference */
   if (PyArray_SetBaseObject((PyArrayObject*)array, capsule) < 0) { /* steals the capsule either way */
     Py_DECREF(array);
+    return NULL;
+  }
+  return array;
+}
+
+/* Tuples nested deeper than this go through the relay (and numpy_outputs' recursion). */
+#define MAX_NESTING 32
+
+static TVMFFISeqCell* array_cell(TVMFFIObjectHandle array) {
+  return (TVMFFISeqCell*)((char*)array + sizeof(TVMFFIObject));
+}
+
+/* 1 when every leaf of `value` (a tensor, None, or an ffi Array of those, nested) is a tensor numpy can
+ * view in place, with `*count` raised by the number of tensors; else 0. */
+static int all_viewable(const TVMFFIAny* value, int depth, Py_ssize_t* count) {
+  switch (value->type_index) {
+    case kTVMFFINone: return 1;
+    case kTVMFFITensor:
+      ++*count;
+      return numpy_viewable((DLTensor*)((char*)value->v_obj + sizeof(TVMFFIObject)));
+    case kTVMFFIArray: {
+      if (depth >= MAX_NESTING) return 0;
+      const TVMFFISeqCell* cell = array_cell(value->v_obj);
+      const TVMFFIAny* items = (const TVMFFIAny*)cell->data;
+      for (int64_t i = 0; i < cell->size; ++i)
+        if (!all_viewable(&items[i], depth + 1, count)) return 0;
+      return 1;
+    }
+    default: return 0;
+  }
+}
+
+/* The arrays of the tensors of `value` (checked by all_viewable) into `list` from `*next` on, depth first:
+ * numpy_outputs' order and flattening; -1 with the Python error set. */
+static int fill_arrays(const TVMFFIAny* value, PyObject* list, Py_ssize_t* next) {
+  if (value->type_index == kTVMFFITensor) {
+    PyObject* array = tensor_array(value->v_obj);
+    if (array == NULL) return -1;
+    PyList_SET_ITEM(list, (*next)++, array);
+  } else if (value->type_index == kTVMFFIArray) {
+    const TVMFFISeqCell* cell = array_cell(value->v_obj);
+    const TVMFFIAny* items = (const TVMFFIAny*)cell->data;
+    for (int64_t i = 0; i < cell->size; ++i)
+      if (fill_arrays(&items[i], list, next) < 0) return -1;
+  }
+  return 0;
+}
+
+/* `result` as the list numpy_outputs makes of it, when it is a CPU tensor of a numpy dtype, None, or a
+ * (nested) tuple of those: 1, each array's base a capsule holding its own reference to its tensor
+ * (`result` keeps its own, released by the caller); 0: another value (nothing made); -1: error. */
+static int numpy_result(const TVMFFIAny* result, PyObject** out) {
+  Py_ssize_t count = 0;
+  if (!all_viewable(result, 0, &count)) return 0;
+  PyObject* list = PyList_New(count);
+  if (list == NULL) return -1;
+  Py_ssize_t next = 0;
+  if (fill_arrays(result, list, &next) < 0) {
+    Py_DECREF(list); /* the slots not filled are NULL, which a list's dealloc skips */
     return -1;
   }
-  PyObject* list = PyList_New(1);
-  if (list == NULL) {
-    Py_DECREF(array);
-    return -1;
-  }
-  PyList_SET_ITEM(list, 0, array);
   *out = list;
   return 1;
 }
@@ -307,9 +362,9 @@ static PyObject* native_call_vectorcall(PyObject* callable, PyObject* const* arg
   } else {
     status = TVMFFIFunctionCall(self->handle, packed, (int32_t)n, &result);
   }
-  int converted = status == 0 ? tensor_array_list(&result, &out) : 0;
+  int converted = status == 0 ? numpy_result(&result, &out) : 0;
   if (converted == 0) out = through_relay(self, status, &result);
-  if (result.type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(result.v_obj); /* after an error */
+  if (result.type_index >= kTVMFFIStaticObjectBegin) TVMFFIObjectDecRef(result.v_obj); /* the arrays hold their own */
 done:
   for (Py_ssize_t i = 0; i < made; ++i) TVMFFIObjectDecRef(packed[i].v_obj);
   if (packed != stack_args) PyMem_Free(packed);
