@@ -34,8 +34,8 @@ path (its ``call_path`` says which one runs) and :func:`unavailable_reason` says
 >>> import numpy as np, tvm_ffi
 >>> echo = tvm_ffi.get_global_func("testing.echo")  # a C function returning its argument
 >>> call = native_call(echo, [((3,), np.dtype("float32"))], lambda inputs, named: "checked", list)
->>> call is None or (call(np.ones(3, "float32"))[0].tolist(), call(np.ones(4, "float32"))) \
-...     == ([1.0, 1.0, 1.0], "checked")
+>>> call is None or ((call(np.ones(3, "float32"))[0].tolist(), call(np.ones(4, "float32")))
+...                  == ([1.0, 1.0, 1.0], "checked"))
 True
 """
 from __future__ import annotations
