@@ -217,8 +217,8 @@ def test_super_rows_are_chosen_where_dependences_skip_levels():
         p2p_schedule(wide27, 2, run_order="natural")
 
 
-def _check_super_row_runs(ps, sched):
-    """Each super-row runs on one thread, its rows in sweep order, at most two at a time."""
+def _check_super_row_runs(ps, sched, at_once=2):
+    """Each super-row runs on one thread, its rows in sweep order, at most ``at_once`` at a time."""
     from schedules.sparse.super_rows import super_row_levels
 
     _, grp = super_row_levels(sched)
@@ -237,18 +237,18 @@ def _check_super_row_runs(ps, sched):
     live = np.zeros(g.size + 1, np.int64)                # super-rows begun and not yet done
     np.add.at(live, first[first < g.size], 1)
     np.add.at(live, last[last >= 0] + 1, -1)
-    assert np.cumsum(live).max() <= 2
+    assert np.cumsum(live).max() <= at_once
 
 
 @settings(max_examples=10, deadline=None)
 @given(n=st.integers(1, 150), density=st.floats(0.0, 0.12), seed=st.integers(0, 10_000),
-       lower=st.booleans(), threads=st.integers(1, 3))
-def test_super_row_schedule_solves_triangular_systems(n, density, seed, lower, threads):
+       lower=st.booleans(), threads=st.integers(1, 3), interleave=st.booleans())
+def test_super_row_schedule_solves_triangular_systems(n, density, seed, lower, threads, interleave):
     A = random_matrix(n, density, seed)
     T = sp.csr_array(sp.tril(A) if lower else sp.triu(A))
     s = level_sets(T, lower=lower)
-    ps = p2p_schedule(s, threads, run_order="super_rows")
-    _check_super_row_runs(ps, s)
+    ps = p2p_schedule(s, threads, run_order="super_rows", interleave=interleave)
+    _check_super_row_runs(ps, s, 2 if interleave else 1)
     b = np.random.default_rng(seed).standard_normal(n)
     ex = P2PExecutor(ps, what="test", policy="replay" if threads > pool_threads() else "auto")
     x = ex.run_numpy(b, np.zeros(n), FORWARD, 1)
@@ -271,3 +271,14 @@ def test_super_row_gauss_seidel_equals_natural_order_sweeps(A):
         got = par.run_numpy(b, x0, mode, 2)
         np.testing.assert_allclose(got, want, rtol=1e-12, atol=1e-12)
         np.testing.assert_array_equal(rep.run_numpy(b, x0, mode, 2), got)
+
+
+def test_triangular_solver_runs_super_rows_one_at_a_time():
+    L = sp.csr_array(sp.tril(lap3d(24, 27)))
+    solver = TriangularSolver(L, sync="p2p")
+    ps = solver.executor.schedule
+    assert ps.super_rows          # 576 grid lines over about 70 coarse levels
+    _check_super_row_runs(ps, level_sets(L), at_once=1)
+    b = np.random.default_rng(3).standard_normal(L.shape[0])
+    np.testing.assert_allclose(solver.solve(b), spla.spsolve_triangular(L, b, lower=True),
+                               rtol=1e-10, atol=1e-10)

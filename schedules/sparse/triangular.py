@@ -314,16 +314,19 @@ def _check_sync(sync: Any) -> str:
 
 
 def _build(A: sp.csr_array, *, lower: bool, parallel: bool, min_parallel_rows: int | None,
-           what: str, target: Any, sync: str = "barrier") -> tuple[Any, LevelSchedule | None]:
+           what: str, target: Any, sync: str = "barrier",
+           interleave: bool = True) -> tuple[Any, LevelSchedule | None]:
     """Inspector + executor setup: level schedule (parallel) or natural order (serial).
 
     ``sync="p2p"`` gives the point-to-point executor (:mod:`schedules.sparse.p2p`)
-    on the same level schedule, partitioned over the TVM thread count.
+    on the same level schedule, partitioned over the TVM thread count;
+    ``interleave`` is :func:`p2p_schedule`'s (super-rows run two by two).
     """
     n = A.shape[0]
     if parallel and sync == "p2p" and n:
         sched = schedule_of_canonical(A, lower)
-        return P2PExecutor(p2p_schedule(sched, pool_threads()), what=what, target=target), sched
+        ps = p2p_schedule(sched, pool_threads(), interleave=interleave)
+        return P2PExecutor(ps, what=what, target=target), sched
     if not parallel:
         seg_ptr, seg_par = executor_segments(None, n)
         ex = SweepExecutor(A, seg_ptr=seg_ptr, seg_par=seg_par, parallel=False, perm=None,
@@ -372,9 +375,11 @@ class TriangularSolver:
         # an upper schedule already orders levels bottom-up, so both run "forward";
         # the natural-order serial upper solve runs the rows backwards
         self._mode = BACKWARD if (not lower and not parallel) else FORWARD
+        # super-rows run one after another: interleaving them slows the solve (p2p_schedule)
         self.executor, self.schedule = _build(T, lower=lower, parallel=parallel,
                                               min_parallel_rows=min_parallel_rows,
-                                              what=what, target=target, sync=sync)
+                                              what=what, target=target, sync=sync,
+                                              interleave=False)
 
     @property
     def levels(self) -> int:
