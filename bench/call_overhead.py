@@ -16,7 +16,11 @@ VM function, so nothing but the step is timed:
 * ``layer``: :class:`~tvm_ext.model_call.NumpyCall`'s Python hot path around ``echo``: all of
   the above and the frames, over ``echo(xt)``;
 * ``native_layer``: its C path (:mod:`tvm_ext.native_call`) around ``echo``, over ``echo(xt)``
-  (left out when the C path cannot be built here).
+  (left out when the C path cannot be built here);
+* ``tuple_layer`` / ``native_tuple_layer``: the Python / C path around ``ffi.Array`` (a C function
+  that returns its argument in a one-element tuple, as a Relax function returning a tuple does),
+  over ``ffi.Array(xt)``: the Python path converts the tuple through tvm_ffi's Python objects and
+  ``numpy_outputs``, the C path builds the list of arrays itself.
 
 **cold** (the real VM function of one small model; each call right after a copy of
 ``--sweep-mb`` MB evicted the caches and TLBs, as a big model's kernels do before its outputs come
@@ -32,7 +36,10 @@ the median of the rounds kept), each over ``vm(xt)``:
   ``vm(xt)`` pays tvm_ffi's Python-level argument and result conversion, which the C path does
   not); ``model``: ``model(x)``, on whichever
   path is active (``overhead_us`` of :mod:`bench.models`: a model of milliseconds pays about this
-  cold cost, one of microseconds the warm one).
+  cold cost, one of microseconds the warm one);
+* ``tuple_path`` / ``native_tuple``: the Python / C path around ``ffi.Array`` (the warm table's
+  tuple steps) after the sweep, over ``ffi.Array(xt)``: what a model whose function returns a tuple
+  (a torch.export import) pays for its outputs on each path.
 
 ``--threads 1`` keeps the VM on the calling thread: on a loaded machine a worker woken after
 the sweep waits for a core, which is noise here, not overhead.
@@ -133,9 +140,16 @@ def warm_steps(x: np.ndarray) -> list[tuple[str, str, Callable[[], Any], Callabl
         ("layer", "NumpyCall's Python path around echo: checks, both exchanges, frames - echo(xt)",
          lambda: layer(x), lambda: echo(xt)),
     ]
+    make_tuple = tvm_ffi.get_global_func("ffi.Array")  # a C function: its arguments as one tuple
+    tuple_layer = NumpyCall({"main": make_tuple}, [("x", x.shape, x.dtype)], native=False).call
+    steps.append(("tuple_layer", "NumpyCall's Python path around ffi.Array (a one-tensor tuple back) - "
+                  "ffi.Array(xt)", lambda: tuple_layer(x), lambda: make_tuple(xt)))
     if native.call_path == "native":
+        native_tuple = NumpyCall({"main": make_tuple}, [("x", x.shape, x.dtype)]).call
         steps.append(("native_layer", "NumpyCall's C path around echo - echo(xt)", lambda: native.call(x),
                       lambda: echo(xt)))
+        steps.append(("native_tuple_layer", "NumpyCall's C path around ffi.Array - ffi.Array(xt)",
+                      lambda: native_tuple(x), lambda: make_tuple(xt)))
     return steps
 
 
@@ -163,6 +177,32 @@ def cold_steps(model: Any, xs: Sequence[np.ndarray]) -> list[tuple[str, str, Cal
         steps.append(("native", "the C path: checks + both exchanges in one C call", lambda: call(*xs), reference))
     steps.append(("model", f"model(x), {model._call.call_path} path (bench.models' overhead_us)",
                   lambda: model(*xs), reference))
+    steps += _tuple_steps(xs)
+    return steps
+
+
+def _tuple_steps(xs: Sequence[np.ndarray]) -> list[tuple[str, str, Callable[[], Any], Callable[[], Any]]]:
+    """The Python and the C path around ``ffi.Array`` (the inputs back as one tuple) on ``xs``, each
+    over ``ffi.Array`` on prepared tensors (the C path's step left out when it cannot be built)."""
+    import tvm_ffi
+
+    from tvm_ext.model_call import NumpyCall
+
+    make_tuple = tvm_ffi.get_global_func("ffi.Array")
+    specs = [(f"x{i}", x.shape, x.dtype) for i, x in enumerate(xs)]
+    tensors = [tvm_ffi.from_dlpack(x, require_alignment=0) for x in xs]
+    python = NumpyCall({"main": make_tuple}, specs, native=False).call
+    native = NumpyCall({"main": make_tuple}, specs)
+
+    def reference():
+        return make_tuple(*tensors)
+
+    steps = [("tuple_path", "the Python path around ffi.Array: a tuple back through tvm_ffi and numpy_outputs",
+              lambda: python(*xs), reference)]
+    if native.call_path == "native":
+        call = native.call
+        steps.append(("native_tuple", "the C path around ffi.Array: the tuple's arrays built in C",
+                      lambda: call(*xs), reference))
     return steps
 
 

@@ -19,9 +19,9 @@ def test_call_overhead_bench_quick_writes_a_row_per_step(tmp_path, capsys):
 
     c_path = native_module() is not None  # the C path's rows are there when it can be built
     assert set(warm) == {"checks", "ffi_input", "ffi_from_dlpack", "runtime_from_dlpack", "output",
-                         "layer"} | ({"native_layer"} if c_path else set())
-    assert set(cold) == {"vm", "ffi_input", "output", "exchange", "hot_path", "model"} \
-        | ({"native"} if c_path else set())
+                         "layer", "tuple_layer"} | ({"native_layer", "native_tuple_layer"} if c_path else set())
+    assert set(cold) == {"vm", "ffi_input", "output", "exchange", "hot_path", "model", "tuple_path"} \
+        | ({"native", "native_tuple"} if c_path else set())
     assert ("native path" if c_path else "python path") in cold["model"]["what"]
     assert cold["vm"]["us"] > 0 and cold["vm"]["cpu_us"] > 0  # the VM alone is a time, not a difference
     assert all(isinstance(r["us"], float) for r in rows)
