@@ -149,6 +149,42 @@ def test_bandwidth_from_the_rows_extremes_when_the_diagonal_count_stops():
     assert (got["lower_bandwidth"], got["upper_bandwidth"]) == (want["lower_bandwidth"], want["upper_bandwidth"])
 
 
+@needs_cc
+def test_diagonal_marks_are_written_only_in_each_ranges_window():
+    # rows [0, 300) on diagonals +100..+102, rows [300, 600) on -50 and 0: two disjoint windows
+    m, n = 600, 800
+    rows = np.repeat(np.arange(m), 2)
+    offs = np.where(rows < 300, 100 + rows % 3, np.tile([-50, 0], m)[: 2 * m])
+    A = canonical_csr(sp.csr_array((np.ones(2 * m), (rows, rows + offs)), shape=(m, n)))
+    lib = inspect_helpers()
+    marks, found = [], []
+    for a, b in ((0, 300), (300, 600)):
+        mark = np.full(m + n - 1, 7, dtype=np.uint8)  # not zeroed: the pass zeroes its window itself
+        summary = np.zeros(7, dtype=np.int64)
+        found.append(lib.tvmext_mark_diagonals(m, A.indptr.ctypes.data, A.indices.ctypes.data, a, b,
+                                                mark.ctypes.data, 0, summary.ctypes.data))
+        lo, hi = int(summary[0]), int(summary[1])
+        window = mark[lo + m - 1:hi + m]
+        assert set(np.flatnonzero(window) + lo) == set(np.unique(A.indices[A.indptr[a]:A.indptr[b]]
+                                                                  - np.repeat(np.arange(a, b), np.diff(A.indptr[a:b + 1]))))
+        assert (mark[:lo + m - 1] == 7).all() and (mark[hi + m:] == 7).all()  # nothing outside the window
+        marks.append(mark)
+    assert found == [3, 2]
+    from schedules.sparse.features import _Passes
+    from schedules.sparse.host_threads import inspector_threads
+
+    with inspector_threads(2):
+        passes = _Passes.of(A, 1000)
+        passes.ranges = [(0, 300), (300, 600)]  # the two windows, whatever the host's threads
+        passes.marks = marks
+        passes.summary = np.zeros((2, 7), dtype=np.int64)
+        passes.found = np.zeros(2, dtype=np.int64)
+        for call in passes.structure_calls():
+            call()
+    got, want = passes.structure(), matrix_stats(A, block_sizes=(1,), symmetry=False)
+    assert (got["diagonals"], got["bandwidth"]) == (want["diagonals"], want["bandwidth"]) == (5, 102)
+
+
 class _Clock:
     """A stand-in executor: writes the product of a fixed matrix, counts its calls (and logs
     its name in ``log`` when given one)."""

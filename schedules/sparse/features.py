@@ -111,7 +111,8 @@ class _Passes:
         self.A, self.lib, self.limit = A, lib, int(limit)
         m, n = A.shape
         self.ranges = row_ranges(A)
-        self.marks = [np.zeros(max(m + n - 1, 1), dtype=np.uint8) for _ in self.ranges]
+        # not zeroed here: each pass zeroes (and pages in) only its rows' window of diagonals
+        self.marks = [np.empty(max(m + n - 1, 1), dtype=np.uint8) for _ in self.ranges]
         self.found = np.zeros(len(self.ranges), dtype=np.int64)
         self.summary = np.zeros((len(self.ranges), _SUMMARY), dtype=np.int64)
         self.lengths: np.ndarray | None = None
@@ -149,13 +150,17 @@ class _Passes:
         A, s = self.A, self.summary
         m, n = A.shape
         exact = bool(self.found.max(initial=0) <= self.limit)
-        for mk in self.marks[1:]:
-            np.bitwise_or(self.marks[0], mk, out=self.marks[0])
-        n_diag = int(np.count_nonzero(self.marks[0])) if A.nnz else 0
         # the extremes of empty ranges are 0: only ranges with non-zeros count
         live = [t for t, (a, b) in enumerate(self.ranges) if A.indptr[b] > A.indptr[a]]
         lo_off = int(s[live, 0].min()) if live else 0
         hi_off = int(s[live, 1].max()) if live else 0
+        # each range marked within its window of diagonals [lo + M - 1, hi + M - 1] (the rest of
+        # its array is not written): the union of the windows, marks or-ed there
+        occupied = np.zeros(hi_off - lo_off + 1, dtype=np.uint8)
+        for t in live:
+            a, b = int(s[t, 0]), int(s[t, 1])
+            occupied[a - lo_off:b - lo_off + 1] |= self.marks[t][a + m - 1:b + m]
+        n_diag = int(np.count_nonzero(occupied)) if A.nnz else 0
         total, squares = int(s[:, 4].sum()), int(s[:, 5].sum())
         max_len = int(s[:, 3].max()) if m else 0
         return {

@@ -284,25 +284,21 @@ void tvmext_bcsr_fill_f64(int32_t R, int32_t C, int32_t M, const int32_t *indptr
 }
 
 /* Occupied diagonals of rows [r0, r1): mark[col - i + M - 1] = 1 for every non-zero (the
- * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes.
+ * selector's DIA features; one pass, no per-non-zero index array).  mark has M + K - 1 bytes and
+ * need not be zeroed: the call zeroes the window of its rows' diagonals first, bytes
+ * [summary[0] + M - 1, summary[1] + M - 1], and touches no other byte (a banded matrix's window is
+ * its band: a fresh mark array is not paged in beyond it).
  * Returns the diagonals this call marked first; once that passes limit (> 0) it stops marking:
  * the matrix has more than limit diagonals, and the marks are incomplete.  The rows' summary,
- * from every row (marked or not) in one pass over the row pointers: summary[0] and summary[1]
- * the smallest and largest col - i (sorted rows give them from each row's first and last
- * column; 0 and 0 when all are empty), then the row lengths' smallest, largest, sum, sum of
- * squares and the empty rows (summary[2..6]; the smallest is INT64_MAX for no rows). */
+ * from every row (marked or not) in one pass over the row pointers, before the marks: summary[0]
+ * and summary[1] the smallest and largest col - i (sorted rows give them from each row's first
+ * and last column; 0 and 0 when all are empty, and nothing is marked), then the row lengths'
+ * smallest, largest, sum, sum of squares and the empty rows (summary[2..6]; the smallest is
+ * INT64_MAX for no rows). */
 int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *indices, int64_t r0,
                               int64_t r1, uint8_t *mark, int64_t limit, int64_t *summary) {
     int64_t found = 0, lo = INT64_MAX, hi = INT64_MIN;
     int64_t shortest = INT64_MAX, longest = 0, sum = 0, squares = 0, empty = 0;
-    int64_t i = r0;
-    for (; i < r1 && !(limit > 0 && found > limit); ++i) {
-        uint8_t *row = mark + (M - 1 - i);
-        for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p) {
-            found += !row[indices[p]];
-            row[indices[p]] = 1;
-        }
-    }
     for (int64_t j = r0; j < r1; ++j) {
         int64_t len = (int64_t)indptr[j + 1] - indptr[j];
         shortest = len < shortest ? len : shortest;
@@ -323,6 +319,16 @@ int64_t tvmext_mark_diagonals(int32_t M, const int32_t *indptr, const int32_t *i
     summary[4] = sum;
     summary[5] = squares;
     summary[6] = empty;
+    if (lo == INT64_MAX)
+        return 0;
+    memset(mark + (lo + M - 1), 0, (size_t)(hi - lo + 1));
+    for (int64_t i = r0; i < r1 && !(limit > 0 && found > limit); ++i) {
+        uint8_t *row = mark + (M - 1 - i);
+        for (int64_t p = indptr[i]; p < indptr[i + 1]; ++p) {
+            found += !row[indices[p]];
+            row[indices[p]] = 1;
+        }
+    }
     return found;
 }
 
