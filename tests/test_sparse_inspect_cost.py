@@ -208,6 +208,22 @@ def test_timed_rounds_stop_once_settled_but_not_before_the_minimum():
     assert [len(t) for t in runs.values()] == [5, 5]
 
 
+def test_timed_rounds_settle_once_a_majority_of_all_rounds_is_on_one_side():
+    from schedules.sparse.timed_choice import _settled_rule
+
+    settled = _settled_rule("mine", {"other": 0.9}, rounds=7)
+    mine = [1.0] * 6
+    # ratios 0.8 (below the bar) and 0.95 (above it): the side of the median of 7 is known once
+    # 4 of them fall on one side, whatever the rest give; never with 3-3
+    assert not settled({"mine": mine[:4], "other": [0.8, 0.95, 0.8, 0.8]})
+    assert settled({"mine": mine[:5], "other": [0.8, 0.95, 0.8, 0.8, 0.8]})
+    assert settled({"mine": mine[:5], "other": [0.95, 0.8, 0.95, 0.95, 0.95]})
+    assert not settled({"mine": mine, "other": [0.8, 0.95] * 3})
+    assert settled({"mine": mine[:3], "other": [0.95] * 3})  # every round on one side
+    unbounded = _settled_rule("mine", {"other": 0.9})  # without a round count: every round must agree
+    assert not unbounded({"mine": mine[:5], "other": [0.8, 0.95, 0.8, 0.8, 0.8]})
+
+
 def test_every_candidate_takes_its_turn_first_in_a_round():
     log: list[str] = []
     exes = {k: _Clock(k, log) for k in "abc"}

@@ -119,8 +119,9 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     matrix, restricted to the columns it touches (the whole matrix when
     smaller; executors take any size, so the kernels come from the cache),
     and run up to ``repeat`` times at ``n_cols`` columns, taking turns; after
-    ``min_rounds`` rounds the runs stop once every round agrees on each
-    candidate (all its paired ratios on one side of the bar it must clear).
+    ``min_rounds`` rounds the runs stop once each candidate's side of the bar it must clear is
+    known: all its paired ratios so far on one side, or more than half of ``repeat`` of them
+    (the median of all ``repeat`` rounds could then not change side).
     The model's choice stays unless another beats it by more than ``override`` in the
     median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
@@ -159,7 +160,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
                 if c.label in exes and best and v > best * (1.0 + margin) and c != choice.candidate)
     mine_label = choice.candidate.label
     bars = {label: 1.0 / (1.0 + (max(margin, override) if label in far else override)) for label in exes}
-    runs = _interleaved_runs(exes, B, repeat, min_rounds=min_rounds, settled=_settled_rule(mine_label, bars))
+    runs = _interleaved_runs(exes, B, repeat, min_rounds=min_rounds, settled=_settled_rule(mine_label, bars, repeat))
     seconds = {label: min(t) for label, t in runs.items()}
     mine = runs.get(mine_label)
     ratios = {} if mine is None else {
@@ -199,15 +200,28 @@ def _build_on_block(block: Any, cands: list[Candidate], n_cols: int,
     return exes, failed, seconds
 
 
-def _settled_rule(mine_label: str, bars: dict[str, float]) -> Callable[[dict[str, list[float]]], bool]:
-    """Whether every round so far puts each candidate on the same side of its bar (its time over
-    the model's choice's below ``bars[label]`` or not: :attr:`Measurement.chosen`'s rule)."""
+def _settled_rule(mine_label: str, bars: dict[str, float],
+                  rounds: int | None = None) -> Callable[[dict[str, list[float]]], bool]:
+    """Whether every candidate's side of its bar is known (its time over the model's choice's
+    below ``bars[label]`` or not: :attr:`Measurement.chosen`'s rule): every round so far puts it
+    on one side, or, out of ``rounds`` in all, more than half of them already do -- the median of
+    all ``rounds`` ratios would fall on that side whatever the remaining rounds give, and so
+    does the median of the rounds run (more than half of them are on that side)."""
+    majority = None if rounds is None else int(rounds) // 2 + 1
+
     def settled(runs: dict[str, list[float]]) -> bool:
         if mine_label not in runs:
             return False
         mine_t = np.asarray(runs[mine_label])
-        sides = [np.asarray(t) / mine_t < bars[label] for label, t in runs.items() if label != mine_label]
-        return all(side.all() or not side.any() for side in sides)
+        for label, t in runs.items():
+            if label == mine_label:
+                continue
+            below = int(np.count_nonzero(np.asarray(t) / mine_t < bars[label]))
+            done = len(t)
+            if below in (0, done) or (majority is not None and max(below, done - below) >= majority):
+                continue
+            return False
+        return True
 
     return settled
 
