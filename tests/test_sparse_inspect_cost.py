@@ -135,6 +135,36 @@ def test_the_feature_passes_on_threads_give_the_serial_features(seed):
 
 
 @needs_cc
+@pytest.mark.parametrize("R, C, f64", [(2, 2, False), (3, 1, True), (5, 3, False)])
+def test_bcsr_on_tvms_thread_pool_equals_scipys(R, C, f64):
+    import tvm  # noqa: F401  (TVM loaded: the passes may run on its pool)
+
+    from schedules.sparse.host_threads import host_threads, inspector_threads
+    from schedules.sparse.inspectors import _tvm_pool_launch
+
+    rng = np.random.default_rng(3)
+    rows = np.repeat(np.arange(20000), 12)  # ~240K non-zeros: several ranges
+    A = canonical_csr(sp.csr_array((rng.uniform(-1, 1, rows.size), (rows, rng.integers(0, 30000, rows.size))),
+                                   shape=(20000, 30000)), dtype=np.float64 if f64 else np.float32)
+    if host_threads() < 2 or _tvm_pool_launch() is None:
+        pytest.skip("one thread, or TVM's pool not reachable: the inspectors' own pool runs the passes")
+    want = _bcsr_scipy(A, R, C)
+    for got in (to_bcsr(A, R, C), _capped_bcsr(A, R, C, inspector_threads)):
+        np.testing.assert_array_equal(got.indptr, want.indptr)
+        np.testing.assert_array_equal(got.bcol, want.bcol)
+        np.testing.assert_array_equal(got.data, want.data)
+
+
+def _capped_bcsr(A, R, C, inspector_threads):
+    """to_bcsr under a one-thread cap (the serial path, not TVM's pool)."""
+    from schedules.sparse.inspectors import _tvm_pool_launch
+
+    with inspector_threads(1):
+        assert _tvm_pool_launch() is None
+        return to_bcsr(A, R, C)
+
+
+@needs_cc
 def test_bandwidth_from_the_rows_extremes_when_the_diagonal_count_stops():
     A = canonical_csr(block_fem(400, 3, 3, seed=4))
     got = _structure_stats(A, limit=4)  # stops within the first rows

@@ -297,20 +297,31 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
     """BCSR by the compiled block-row passes: a count pass (marks per block column), the
     block pointers, a fill pass (an R-way merge of each block row's rows, or a copy run by run where
     the count found its rows share one pattern); block-row ranges
-    run on the host's threads (ctypes releases the GIL)."""
+    run on the host's threads (ctypes releases the GIL), claimed as they go: on TVM's own
+    thread pool when TVM is loaded and no :func:`~schedules.sparse.host_threads.inspector_threads`
+    cap is below its threads (:func:`_tvm_pool_launch`), else on the inspectors' pool."""
     m, k = csr.shape
     n_br = -(-m // R)
     indptr, indices, values = csr.indptr, csr.indices, csr.data
     ranges = row_ranges(csr, R, CLAIMED_PARTS_PER_THREAD)
     counts = np.empty(n_br, dtype=np.int64)
     pattern = np.empty(n_br, dtype=np.uint8)  # whether a block row's rows share one pattern
-    status = np.zeros(len(ranges), dtype=np.int64)
+    launch = _tvm_pool_launch() if len(ranges) > 1 else None
+    cuts = np.array([a for a, _ in ranges] + [ranges[-1][1]], dtype=np.int64)
+    if launch is not None:
+        status = np.array([lib.tvmext_bcsr_count_pool(launch, len(ranges), cuts.ctypes.data, R, C, m, k,
+                                                      indptr.ctypes.data, indices.ctypes.data, counts.ctypes.data,
+                                                      pattern.ctypes.data)])
+    else:
+        status = np.zeros(len(ranges), dtype=np.int64)
 
-    def count(t: int, a: int, b: int) -> None:
-        status[t] = lib.tvmext_bcsr_count(R, C, m, k, indptr.ctypes.data, indices.ctypes.data, a, b,
-                                          counts[a:].ctypes.data, pattern.ctypes.data)
+        def count(t: int, a: int, b: int) -> None:
+            status[t] = lib.tvmext_bcsr_count(R, C, m, k, indptr.ctypes.data, indices.ctypes.data, a, b,
+                                              counts[a:].ctypes.data, pattern.ctypes.data)
 
-    on_threads([lambda t=t, a=a, b=b: count(t, a, b) for t, (a, b) in enumerate(ranges)])
+        on_threads([lambda t=t, a=a, b=b: count(t, a, b) for t, (a, b) in enumerate(ranges)])
+    if (status == -2).any():
+        raise RuntimeError("bcsr: TVM's thread pool could not run the compiled inspector")
     if status.any():
         raise MemoryError("bcsr: the compiled inspector could not allocate its block-column marks")
     bptr = np.zeros(n_br + 1, dtype=np.int64)
@@ -318,12 +329,40 @@ def _bcsr_merge(lib, csr: sp.csr_array, R: int, C: int) -> BCSR:
     nb = int(bptr[-1])
     bcol = empty_aligned(nb, _INDEX)
     data = empty_aligned((nb, R, C), values.dtype)
+    if launch is not None:
+        if lib.tvmext_bcsr_fill_pool(launch, values.dtype.itemsize, len(ranges), cuts.ctypes.data, R, C, m,
+                                     indptr.ctypes.data, indices.ctypes.data, values.ctypes.data, bptr.ctypes.data,
+                                     bcol.ctypes.data, data.ctypes.data, pattern.ctypes.data):
+            raise RuntimeError("bcsr: TVM's thread pool could not run the compiled inspector")
+        return BCSR(tuple(csr.shape), R, C, _index(bptr, "bcsr: block count"), bcol, data)
     fill = lib.tvmext_bcsr_fill_f32 if values.dtype == np.float32 else lib.tvmext_bcsr_fill_f64
     on_threads([lambda a=a, b=b: fill(R, C, m, indptr.ctypes.data, indices.ctypes.data, values.ctypes.data,
                                        a, b, bptr.ctypes.data, bcol.ctypes.data, data.ctypes.data,
                                        pattern.ctypes.data)
                 for a, b in ranges])
     return BCSR(tuple(csr.shape), R, C, _index(bptr, "bcsr: block count"), bcol, data)
+
+
+def _tvm_pool_launch() -> int | None:
+    """The address of TVM's ``TVMBackendParallelLaunch`` when TVM is loaded in this process and
+    the inspectors may use as many threads as TVM's pool has (no lower
+    :func:`~schedules.sparse.host_threads.inspector_threads` cap); else None.  Right after a
+    product TVM's workers spin waiting for work: the compiled passes run on them then take
+    the cores at once, where the inspectors' own pool would share them with the spinning
+    workers (elasticity's 2 x 2 BCSR right after the timed candidates: 7.9 -> 3.1 ms best,
+    13.8 -> 7.0 ms median, on a loaded 2-core host)."""
+    import ctypes
+    import sys
+
+    from schedules.sparse.host_threads import host_threads
+    from tvm_ext.target import num_threads
+
+    if "tvm" not in sys.modules or host_threads() < num_threads():
+        return None
+    try:
+        return ctypes.cast(ctypes.CDLL(None).TVMBackendParallelLaunch, ctypes.c_void_p).value
+    except AttributeError:  # TVM's runtime not loaded into the global namespace
+        return None
 
 
 def _bcsr_scipy(csr: sp.csr_array, R: int, C: int) -> BCSR:

@@ -86,6 +86,10 @@ def inspect_helpers() -> ctypes.CDLL | None:
             lib.tvmext_sampled_block_counts.restype = ctypes.c_int  # 0, or -1 without memory for its marks
             for fn in (lib.tvmext_ell_fill_f32, lib.tvmext_ell_fill_f64):
                 fn.argtypes = [i32, ptr, ptr, ptr, i64, i64, ptr, ptr]
+            lib.tvmext_bcsr_count_pool.argtypes = [ptr, i64, ptr, i32, i32, i32, i32, ptr, ptr, ptr, ptr]
+            lib.tvmext_bcsr_fill_pool.argtypes = [ptr, i32, i64, ptr, i32, i32, i32, ptr, ptr, ptr, ptr, ptr, ptr, ptr]
+            for fn in (lib.tvmext_bcsr_count_pool, lib.tvmext_bcsr_fill_pool):
+                fn.restype = ctypes.c_int  # 0; -1 without memory for the marks; -2 when TVM's launch failed
             for fn in (lib.tvmext_bcsr_fill_f32, lib.tvmext_bcsr_fill_f64, lib.tvmext_ell_fill_f32,
                        lib.tvmext_ell_fill_f64):
                 fn.restype = None

@@ -429,3 +429,69 @@ void NAME(int32_t W, const int32_t *indptr, const int32_t *indices, const T *val
 
 ELL_IMPL(tvmext_ell_fill_f32, float)
 ELL_IMPL(tvmext_ell_fill_f64, double)
+
+/* The BCSR passes on TVM's own thread pool: launch (TVMBackendParallelLaunch, its address passed
+ * by the caller, so this library needs no TVM at link time) runs run_parts on every pool thread
+ * (num_task 0: all of them, the calling thread as task 0), and each claims the next of the
+ * nparts ranges [cuts[i], cuts[i + 1]) until none is left.  Right after a kernel, TVM's workers
+ * spin waiting for work: threads of another pool would share the cores with them, while these
+ * take the work at once. */
+typedef struct { void *sync_handle; int32_t num_task; } tvm_group_env;
+typedef int (*tvm_lambda)(int task_id, tvm_group_env *env, void *cdata);
+typedef int (*tvm_launch)(tvm_lambda flambda, void *cdata, int num_task);
+
+typedef struct {
+    int fill;  /* 0: tvmext_bcsr_count, 4 or 8: tvmext_bcsr_fill_f32 or _f64 */
+    int32_t R, C, M, K;
+    const int32_t *indptr, *indices;
+    const void *values;
+    int64_t nparts;
+    const int64_t *cuts;
+    int64_t *counts;
+    uint8_t *pattern;
+    const int64_t *bptr;
+    int32_t *bcol;
+    void *data;
+    _Atomic int64_t next;
+    _Atomic int status;
+} bcsr_job;
+
+static int run_parts(int task_id, tvm_group_env *env, void *cdata) {
+    (void)task_id;
+    (void)env;
+    bcsr_job *j = (bcsr_job *)cdata;
+    for (int64_t i = j->next++; i < j->nparts; i = j->next++) {
+        int64_t a = j->cuts[i], b = j->cuts[i + 1];
+        if (j->fill == 0) {
+            if (tvmext_bcsr_count(j->R, j->C, j->M, j->K, j->indptr, j->indices, a, b, j->counts + a, j->pattern))
+                j->status = -1;
+        } else if (j->fill == 4) {
+            tvmext_bcsr_fill_f32(j->R, j->C, j->M, j->indptr, j->indices, (const float *)j->values, a, b, j->bptr,
+                                 j->bcol, (float *)j->data, j->pattern);
+        } else {
+            tvmext_bcsr_fill_f64(j->R, j->C, j->M, j->indptr, j->indices, (const double *)j->values, a, b, j->bptr,
+                                 j->bcol, (double *)j->data, j->pattern);
+        }
+    }
+    return 0;
+}
+
+/* tvmext_bcsr_count over the nparts ranges on TVM's pool (counts has one entry per block row);
+ * 0, -1 when a part could not allocate its marks, -2 when the launch failed. */
+int tvmext_bcsr_count_pool(void *launch, int64_t nparts, const int64_t *cuts, int32_t R, int32_t C, int32_t M,
+                           int32_t K, const int32_t *indptr, const int32_t *indices, int64_t *counts,
+                           uint8_t *pattern) {
+    bcsr_job j = {0, R, C, M, K, indptr, indices, NULL, nparts, cuts, counts, pattern, NULL, NULL, NULL, 0, 0};
+    if (((tvm_launch)launch)(run_parts, &j, 0) != 0) return -2;
+    return j.status;
+}
+
+/* tvmext_bcsr_fill_f32 (itemsize 4) or _f64 (8) over the nparts ranges on TVM's pool; 0, or -2
+ * when the launch failed. */
+int tvmext_bcsr_fill_pool(void *launch, int32_t itemsize, int64_t nparts, const int64_t *cuts, int32_t R,
+                          int32_t C, int32_t M, const int32_t *indptr, const int32_t *indices, const void *values,
+                          const int64_t *bptr, int32_t *bcol, void *data, const uint8_t *pattern) {
+    bcsr_job j = {itemsize, R, C, M, 0, indptr, indices, values, nparts, cuts, NULL, (uint8_t *)pattern, bptr,
+                  bcol, data, 0, 0};
+    return ((tvm_launch)launch)(run_parts, &j, 0) != 0 ? -2 : 0;
+}
