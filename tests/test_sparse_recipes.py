@@ -396,20 +396,3 @@ def test_bcsr_spmv_keeps_a_partial_sum_per_block_slot_and_tests_the_edge_once():
     assert "acc[k * 3 + i_1, 0]" in text                       # a partial sum per slot
     assert "explicit_kk[p] * 3 + 2 < K" in text                 # the whole block in range, once
     assert "vi * 3 + i_1 < M" not in text                       # padded rows add 0, never written
-
-
-@pytest.mark.parametrize("kind, n", [("spmm", 8), ("spmv", 1)])
-def test_column_major_ell_rows_padded_to_odd_lines_and_read_in_place(kind, n):
-    """Column-major ELL over 2**10 rows: each array row starts an odd number of 64-byte lines
-    after the previous one (distinct cache sets), the executor reads that memory, equals scipy."""
-    from schedules.sparse.recipes.library import hyb_recipe
-
-    A = sp.random(1024, 300, density=0.02, format="csr", random_state=3, dtype=np.float32)
-    fmt = hyb_recipe(width=4).inspect(A)
-    ell = fmt.arrays["ell_a_data"]
-    assert ell.shape == (4, 1024) and ell.strides[0] % 64 == 0 and ell.strides[0] // 64 % 2 == 1
-    exe = build_recipe_executor(hyb_recipe(width=4), A, n, kind=kind, fmt=fmt)
-    assert np.from_dlpack(exe._arrays[0]).ctypes.data == ell.ctypes.data
-    B = np.random.default_rng(0).standard_normal((300, n)).astype(np.float32)
-    B = B[:, 0].copy() if kind == "spmv" else B
-    np.testing.assert_allclose(exe(B), A @ B, rtol=1e-4, atol=1e-4)

@@ -468,19 +468,10 @@ def _format_tensor(a, dev):
     import tvm
     import tvm_ffi
 
-    if (isinstance(a, np.ndarray) and (a.flags.c_contiguous or _row_strided(a)) and a.flags.writeable
-            and a.size and is_aligned(a)):
+    if (isinstance(a, np.ndarray) and a.flags.c_contiguous and a.flags.writeable and a.size
+            and is_aligned(a)):
         return tvm_ffi.from_dlpack(a)
     return tvm.runtime.tensor(np.ascontiguousarray(a), dev)
-
-
-def _row_strided(a: np.ndarray) -> bool:
-    """Whether ``a`` is a row-padded view (``recipes.nest.padded_rows``): unit last-axis
-    stride, the other axes C-ordered over a last axis padded to whole 64-byte lines."""
-    st = a.strides
-    if a.ndim < 2 or st[-1] != a.itemsize or st[-2] % 64 or st[-2] < a.shape[-1] * a.itemsize:
-        return False
-    return all(st[k] == st[k + 1] * a.shape[k + 1] for k in range(a.ndim - 2))
 
 
 def build_executor(fmt, n_cols: int | None = None, *, kind: str = "spmm",

@@ -26,11 +26,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import Iterable, Mapping
 
-import numpy as np
-
 from tvm_ext.errors import ScheduleError
 
-__all__ = ["padded_rows", "Level", "Role", "BufferRole", "SparseNest", "csr_loop_nest", "nest_from_primfunc", "free_vars", "uses",
+__all__ = ["Level", "Role", "BufferRole", "SparseNest", "csr_loop_nest", "nest_from_primfunc", "free_vars", "uses",
            "subst", "format_buffer", "loads", "with_index_dtypes", "narrow_explicit_indices"]
 
 
@@ -148,48 +146,11 @@ class SparseNest:
         return "\n".join(lines)
 
 
-def format_buffer(name: str, shape: Iterable, dtype: str, row_stride: bool = False):
-    """A format array's TIR buffer (default 64-byte alignment: the inspector allocates it).
-
-    ``row_stride``: the last axis runs over the matrix rows, and its row stride is a
-    parameter (``<name>_ld``) the inspector pads (:func:`padded_rows`).
-
-    >>> format_buffer("a_data", (4, 9), "float32", row_stride=True).strides[0]
-    a_data_ld
-    """
+def format_buffer(name: str, shape: Iterable, dtype: str):
+    """A format array's TIR buffer (default 64-byte alignment: the inspector allocates it)."""
     import tvm
 
-    shape = tuple(shape)
-    if not row_stride or len(shape) < 2:
-        return tvm.tirx.decl_buffer(shape, dtype, name)
-    strides = [tvm.tirx.IntImm("int32", 1), tvm.tirx.Var(f"{name}_ld", "int32")]
-    for ext in reversed(shape[1:-1]):
-        strides.append(strides[-1] * ext)
-    return tvm.tirx.decl_buffer(shape, dtype, name, strides=tuple(reversed(strides)))
-
-
-def padded_rows(a: np.ndarray) -> np.ndarray:
-    """``a`` (rows of the matrix along its last axis) as a view into a buffer whose last-axis
-    stride is a multiple of 64 bytes and an odd number of 64-byte lines: a power-of-two row
-    count would put all of a column-major array's streams in one cache set (all conflict),
-    an odd line count spreads them over distinct sets.  The view starts 64-byte aligned.
-
-    >>> v = padded_rows(np.ones((3, 1024), np.float32))
-    >>> v.shape, v.strides[0] // 64 % 2, v.ctypes.data % 64, float(v.sum())
-    ((3, 1024), 1, 0, 3072.0)
-    """
-    from tvm_ext.zero_copy import empty_aligned
-
-    if a.ndim < 2 or not a.size:
-        return a
-    lines = -(-a.shape[-1] * a.itemsize // 64)
-    lines += 1 - lines % 2
-    ld = lines * 64 // a.itemsize
-    out = empty_aligned(a.shape[:-1] + (ld,), a.dtype)
-    out[..., a.shape[-1]:] = 0
-    view = out[..., :a.shape[-1]]
-    view[...] = a
-    return view
+    return tvm.tirx.decl_buffer(tuple(shape), dtype, name)
 
 
 def csr_loop_nest(dtype: str = "float32", kind: str = "spmm"):

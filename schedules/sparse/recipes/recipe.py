@@ -34,7 +34,7 @@ from schedules.sparse.executors.partition import balanced_parts, row_aligned_chu
 from schedules.sparse.executors.spec import SPMV_PARTIAL_SUMS, ExecParams, FormatKernels
 from schedules.sparse.recipes import lower, row_tile, run_ends, scatter, vector_rows
 from schedules.sparse.recipes.nest import (BufferRole, Role, SparseNest, csr_loop_nest,
-                                           nest_from_primfunc, padded_rows)
+                                           nest_from_primfunc)
 from schedules.sparse.recipes.schedule import MicroKernel, Reorder, RowTile, Scatter
 from tvm_ext.errors import InputError, ScheduleError
 
@@ -251,8 +251,6 @@ class Recipe:
             arrays[name] = _int32(made[role], name) if role in made else _array(name, role, x, comp_meta)
             if role is not None and role.role is Role.EXPLICIT and str(buf.dtype) != "int32":
                 arrays[name] = _narrow(arrays[name], str(buf.dtype), name)
-            if buf.strides:
-                arrays[name] = padded_rows(arrays[name])
         for name, buf in nest.buffers.items():
             for dim, n in zip(buf.shape, arrays[name].shape):
                 if hasattr(dim, "name"):

@@ -591,7 +591,8 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     roles: dict = {n: nest.roles[n] for n in kept}
     prefix = str(nest.meta.get("part_prefix", ""))
     part = int(nest.meta.get("part", 0))
-    new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers, roles, prefix, part)
+    new_levels, lead, lead_shape, vmap = _compacted_loops(outer, comp, keep_empty, sizes, buffers, roles,
+                                                          prefix, part)
     new_levels += inner
     inner_idx = [lv.var - lv.lo for lv in inner]
     inner_shape = [_simplify(lv.hi - lv.lo) for lv in inner]
@@ -608,8 +609,7 @@ def _compact_nest(nest: SparseNest, levels: tuple, note: str, *, pad: bool, arra
     new = {"row": parts["row"], "col": parts["col"], "value": parts["value"]}
     for a in arrays:
         buf_dtype = dtype if a == "data" else "int32"
-        buf = format_buffer(f"{prefix}a_{a}", tuple(lead_shape + inner_shape), buf_dtype,  # rows innermost: padded
-                            row_stride=[lv.name for lv in inner] == ["i"] and not hasattr(inner_shape[0], "value"))
+        buf = format_buffer(f"{prefix}a_{a}", tuple(lead_shape + inner_shape), buf_dtype)
         buffers[buf.name] = buf
         roles[buf.name] = BufferRole(Role.COPY, a, part)
         new[_ARRAY_OF[a]] = buf[tuple(_simplify(x) for x in lead + inner_idx)]
