@@ -109,7 +109,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
                              top_k: int = 3, max_nnz: int = MEASURE_NNZ,
                              max_row_fraction: float = 1.0, repeat: int = 7, min_rounds: int = 3,
                              override: float = MEASURE_OVERRIDE, target: Any = None,
-                             expected_runs: float | None = None, built: bool = False) -> Choice:
+                             expected_runs: float | None = None) -> Choice:
     """Time the choice against close candidates and a baseline; keep one that clearly wins.
 
     Up to ``top_k`` candidates (:func:`_close_candidates`: the model's choice,
@@ -125,9 +125,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
     The model's choice stays unless another beats it by more than ``override`` in the
     median of the rounds' paired ratios (:attr:`Measurement.chosen`).
     The whole cost (block inspectors, builds, runs) is in the measurement's
-    ``spent_seconds``.  ``built=True`` says that the caller has built the
-    model's choice on the whole matrix already: keeping it costs nothing more
-    (:func:`~schedules.sparse.plan.inspect` builds only the kept candidate, after the timing).  ``expected_runs`` prices construction: a faster
+    ``spent_seconds``.  ``expected_runs`` prices construction: a faster
     candidate is kept only when its gain per run over that many runs pays for its inspector
     (:meth:`Measurement.pays`, the inspectors timed on the block on one thread, divided by the
     threads the whole matrix's inspectors split over); ``None`` does not price it.
@@ -167,8 +165,7 @@ def measure_close_candidates(csr: Any, n_cols: int, choice: Choice, *, margin: f
         label: float(np.median(np.asarray(t) / np.asarray(mine))) for label, t in runs.items()}
     meas = Measurement(seconds, int(n_cols), a, b, int(block.nnz), margin, choice.candidate.label, failed,
                        time.perf_counter() - t0, override, ratios, far, build_seconds,
-                       None if expected_runs is None else float(expected_runs),
-                       mine_label if built else None)
+                       None if expected_runs is None else float(expected_runs))
     return _kept_choice(choice, cands, meas)
 
 
